@@ -1,0 +1,1 @@
+"""CLI command modules. Each exposes `register(app: typer.Typer)`; worker/cli.py discovers them."""
