@@ -1,0 +1,113 @@
+"""`grove.io/v1alpha1` PodCliqueSet, with the template types shared by PodClique (field names as in Grove)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from grove.models.base import (
+    Bool,
+    Condition,
+    Duration,
+    Int,
+    ObjectMeta,
+    Passthrough,
+    StringMap,
+    WireModel,
+)
+from grove.names import GROVE_API_VERSION, KIND_PODCLIQUESET
+
+
+class PodCliqueSpec(WireModel):
+    """Spec of one clique: the pod template plus how many pods and how many must be available."""
+
+    role_name: str | None = Field(default=None, description="role this PodClique assumes")
+    pod_spec: Passthrough = Field(default_factory=dict, description="a Kubernetes PodSpec, kept as data")
+    replicas: Int = Field(default=1, description="pods in the PodClique (default 1)")
+    min_available: Int | None = Field(
+        default=None, description="ready pods needed to be available and to gang-schedule (default: replicas)"
+    )
+    starts_after: list[str] | None = None
+    auto_scaling_config: Passthrough | None = None
+
+
+class PodCliqueTemplateSpec(WireModel):
+    """An entry of spec.template.cliques[]."""
+
+    name: str = Field(description="clique name, a DNS-1123 label unique within the PodCliqueSet")
+    labels: StringMap | None = None
+    annotations: StringMap | None = None
+    topology_constraint: Passthrough | None = None
+    spec: PodCliqueSpec
+
+
+class PodCliqueScalingGroupConfig(WireModel):
+    """An entry of spec.template.podCliqueScalingGroups[]: cliques that scale together."""
+
+    name: str = Field(description="scaling group name, a DNS-1123 label unique within the PodCliqueSet")
+    clique_names: list[str] = Field(description="the cliques of one scaling group replica, in order")
+    annotations: StringMap | None = None
+    replicas: Int | None = Field(default=None, description="scaling group replicas (default 1)")
+    min_available: Int | None = Field(
+        default=None, description="replicas in the base PodGang and needed to be available (default 1)"
+    )
+    termination_delay: Duration | None = Field(
+        default=None, description="overrides the PodCliqueSet terminationDelay for this group"
+    )
+    scale_config: Passthrough | None = None
+    topology_constraint: Passthrough | None = None
+
+
+class HeadlessServiceConfig(WireModel):
+    publish_not_ready_addresses: Bool = True
+
+
+class PodCliqueSetTemplateSpec(WireModel):
+    cliques: list[PodCliqueTemplateSpec] = Field(
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    )
+    clique_startup_type: str | None = None
+    priority_class_name: str | None = None
+    headless_service_config: HeadlessServiceConfig | None = None
+    topology_constraint: Passthrough | None = None
+    termination_delay: Duration | None = Field(
+        default=None, description="gang termination delay after an availability breach; unset disables it"
+    )
+    pod_clique_scaling_groups: list[PodCliqueScalingGroupConfig] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class PodCliqueSetSpec(WireModel):
+    # Grove's CRD defaults replicas to 0; we default to 1 because a manifest without replicas is meant to run.
+    replicas: Int = Field(default=1, description="number of PodCliqueSet replicas (default 1)")
+    update_strategy: Passthrough | None = None
+    template: PodCliqueSetTemplateSpec
+
+
+class PodCliqueSetStatus(WireModel):
+    observed_generation: Int | None = None
+    conditions: list[Condition] | None = None
+    replicas: Int = 0
+    updated_replicas: Int = 0
+    available_replicas: Int = 0
+    hpa_pod_selector: str | None = None
+    pod_gang_statuses: list[Passthrough] | None = None
+
+
+class PodCliqueSet(WireModel):
+    api_version: Literal["grove.io/v1alpha1"] = GROVE_API_VERSION
+    kind: Literal["PodCliqueSet"] = KIND_PODCLIQUESET
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodCliqueSetSpec
+    status: PodCliqueSetStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"

@@ -1,0 +1,142 @@
+"""Every name, label, annotation, environment variable and condition string of the project, in one place.
+
+Object names follow Grove's namegen so that Grove tooling and KAI keep working (DESIGN §3). For PCS `p`,
+replica `i`, scaling group config `sg` and scaling group replica `j`:
+
+    standalone PodClique      p-i-<clique>
+    PodCliqueScalingGroup     p-i-sg
+    PCSG-owned PodClique      p-i-sg-j-<clique>
+    base PodGang              p-i
+    scaled PodGang            p-i-sg-k        k = j - minAvailable (0-based, seed 003)
+    Pod (= hostname)          <podclique>-<pod index>
+    headless Service          p-i             (pods use it as subdomain)
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- API groups and kinds ----------------------------------------------------------------------------------
+GROVE_GROUP = "grove.io"
+GROVE_VERSION = "v1alpha1"
+GROVE_API_VERSION: Final = "grove.io/v1alpha1"
+SCHEDULER_GROUP = "scheduler.grove.io"
+SCHEDULER_VERSION = "v1alpha1"
+SCHEDULER_API_VERSION: Final = "scheduler.grove.io/v1alpha1"
+KAI_GROUP = "scheduling.run.ai"
+KAI_VERSION = "v2alpha2"
+KAI_API_VERSION: Final = "scheduling.run.ai/v2alpha2"
+
+KIND_PODCLIQUESET: Final = "PodCliqueSet"
+KIND_PODCLIQUE: Final = "PodClique"
+KIND_PODCLIQUESCALINGGROUP: Final = "PodCliqueScalingGroup"
+KIND_PODGANG: Final = "PodGang"
+KIND_KAI_PODGROUP: Final = "PodGroup"
+
+# --- Labels (keys as Grove spells them) --------------------------------------------------------------------
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_PCS_REPLICA_INDEX = "grove.io/podcliqueset-replica-index"
+LABEL_PODCLIQUE = "grove.io/podclique"
+LABEL_PODGANG = "grove.io/podgang"
+LABEL_BASE_PODGANG = "grove.io/base-podgang"
+LABEL_PCSG = "grove.io/podcliquescalinggroup"
+LABEL_PCSG_REPLICA_INDEX = "grove.io/podcliquescalinggroup-replica-index"
+LABEL_POD_INDEX = "grove.io/podclique-pod-index"
+
+# Our value for app.kubernetes.io/managed-by: objects carrying it are ours to change or delete.
+MANAGED_BY = "grove-temporal"
+
+COMPONENT_PCS_PODCLIQUE = "pcs-podclique"
+COMPONENT_PCSG_PODCLIQUE = "pcsg-podclique"
+COMPONENT_PCSG = "pcs-podcliquescalinggroup"
+COMPONENT_PODGANG = "podgang"
+COMPONENT_HEADLESS_SERVICE = "pcs-headless-service"
+
+# --- Annotations -------------------------------------------------------------------------------------------
+# When scaled PodGangs may be released: after the base gang is Scheduled (default) or Ready (DESIGN §4.3).
+ANNOTATION_SCALED_RELEASE_AFTER = "grove-temporal.io/scaled-release-after"
+RELEASE_AFTER_SCHEDULED = "Scheduled"
+RELEASE_AFTER_READY = "Ready"
+RELEASE_AFTER_VALUES = (RELEASE_AFTER_SCHEDULED, RELEASE_AFTER_READY)
+
+# --- Scheduling gate ---------------------------------------------------------------------------------------
+SCHEDULING_GATE = "grove.io/podgang-pending-creation"
+
+# --- Pod environment variables -----------------------------------------------------------------------------
+ENV_PCS_NAME = "GROVE_PCS_NAME"
+ENV_PCS_INDEX = "GROVE_PCS_INDEX"
+ENV_PCLQ_NAME = "GROVE_PCLQ_NAME"
+ENV_HEADLESS_SERVICE = "GROVE_HEADLESS_SERVICE"
+ENV_PCLQ_POD_INDEX = "GROVE_PCLQ_POD_INDEX"
+ENV_PCSG_NAME = "GROVE_PCSG_NAME"
+ENV_PCSG_INDEX = "GROVE_PCSG_INDEX"
+ENV_PCSG_TEMPLATE_NUM_PODS = "GROVE_PCSG_TEMPLATE_NUM_PODS"
+
+# --- Conditions (types and reasons as Grove spells them) ---------------------------------------------------
+CONDITION_MIN_AVAILABLE_BREACHED = "MinAvailableBreached"
+CONDITION_PODCLIQUE_SCHEDULED = "PodCliqueScheduled"
+REASON_SUFFICIENT_READY_PODS = "SufficientReadyPods"
+REASON_INSUFFICIENT_READY_PODS = "InsufficientReadyPods"
+REASON_NEVER_AVAILABLE = "NeverAvailable"
+REASON_UPDATE_IN_PROGRESS = "UpdateInProgress"
+REASON_SUFFICIENT_SCHEDULED_PODS = "SufficientScheduledPods"
+REASON_INSUFFICIENT_SCHEDULED_PODS = "InsufficientScheduledPods"
+REASON_SUFFICIENT_AVAILABLE_PCSG_REPLICAS = "SufficientAvailablePodCliqueScalingGroupReplicas"
+REASON_INSUFFICIENT_AVAILABLE_PCSG_REPLICAS = "InsufficientAvailablePodCliqueScalingGroupReplicas"
+# Ours: whether the PodCliqueSet passed validation (DESIGN §4.1, §4.8).
+CONDITION_SPEC_VALID = "SpecValid"
+REASON_VALID = "Valid"
+REASON_INVALID = "Invalid"
+
+MAX_NAME_LENGTH = 63
+DEFAULT_NAMESPACE = "default"
+
+
+# --- Object names ------------------------------------------------------------------------------------------
+def replica_prefix(pcs: str, replica: int) -> str:
+    """`p-i`: the base PodGang, the headless Service and the prefix of every object of the replica."""
+    return f"{pcs}-{replica}"
+
+
+def pclq_name(pcs: str, replica: int, clique: str) -> str:
+    """A standalone PodClique."""
+    return f"{replica_prefix(pcs, replica)}-{clique}"
+
+
+def pcsg_name(pcs: str, replica: int, scaling_group: str) -> str:
+    return f"{replica_prefix(pcs, replica)}-{scaling_group}"
+
+
+def pcsg_replica_name(pcsg: str, pcsg_replica: int) -> str:
+    """`p-i-sg-j`: the prefix of one scaling group replica's PodCliques (also its gang-tree node name)."""
+    return f"{pcsg}-{pcsg_replica}"
+
+
+def pcsg_pclq_name(pcsg: str, pcsg_replica: int, clique: str) -> str:
+    """A PodClique owned by a scaling group: `p-i-sg-j-<clique>`."""
+    return f"{pcsg_replica_name(pcsg, pcsg_replica)}-{clique}"
+
+
+def base_podgang_name(pcs: str, replica: int) -> str:
+    return replica_prefix(pcs, replica)
+
+
+def scaled_podgang_name(pcsg: str, scaled_index: int) -> str:
+    """Scaled PodGang number k (0-based) holds scaling group replica minAvailable + k (seed 003)."""
+    return f"{pcsg}-{scaled_index}"
+
+
+def pod_name(pclq: str, pod_index: int) -> str:
+    """Pod name and hostname: deterministic, so that creating it twice is harmless."""
+    return f"{pclq}-{pod_index}"
+
+
+def headless_service_name(pcs: str, replica: int) -> str:
+    return replica_prefix(pcs, replica)
+
+
+def headless_service_address(pcs: str, replica: int, namespace: str) -> str:
+    return f"{headless_service_name(pcs, replica)}.{namespace}.svc.cluster.local"

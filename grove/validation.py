@@ -1,0 +1,335 @@
+"""Validation of PodCliqueSets (DESIGN §4.1) and KAI PodGroup trees (seed 001), with defaults.
+
+Every function here takes whatever YAML produced and never raises on it: malformed input comes back as
+`field.path: message` problems like everything else. A PCS with any problem must change nothing in the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from grove import names
+from grove.models import KaiPodGroup, PodCliqueSet
+from grove.podgroup_rules import podgroup_tree_problems
+from grove.problems import ROOT, Problem, from_validation_error, unknown_fields
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+__all__ = [
+    "Problem",
+    "check_document",
+    "defaulted",
+    "parse_pcs",
+    "parse_podgroup",
+    "validate_document",
+    "validate_pcs",
+    "validate_podgroup",
+    "warnings_for",
+]
+
+
+# --- Parsing -----------------------------------------------------------------------------------------------
+def parse_pcs(data: Any) -> tuple[PodCliqueSet | None, list[Problem]]:
+    """Parse a PodCliqueSet manifest; on failure the problems say which fields are malformed."""
+    if isinstance(data, PodCliqueSet):
+        return data, []
+    if not isinstance(data, Mapping):
+        return None, [Problem(ROOT, f"must be a mapping (a Kubernetes object), got {type(data).__name__}")]
+    try:
+        return PodCliqueSet.model_validate(data), []
+    except ValidationError as error:
+        return None, from_validation_error(error)
+
+
+def parse_podgroup(data: Any) -> tuple[KaiPodGroup | None, list[Problem]]:
+    if isinstance(data, KaiPodGroup):
+        return data, []
+    if not isinstance(data, Mapping):
+        return None, [Problem(ROOT, f"must be a mapping (a Kubernetes object), got {type(data).__name__}")]
+    try:
+        return KaiPodGroup.model_validate(data), []
+    except ValidationError as error:
+        return None, from_validation_error(error)
+
+
+# --- Entry points ------------------------------------------------------------------------------------------
+def validate_pcs(data: Any) -> list[Problem]:
+    """Every problem of a PodCliqueSet (a manifest dict or a parsed model); empty when it is valid."""
+    pcs, problems = parse_pcs(data)
+    if pcs is None:
+        return problems
+    return list(_pcs_problems(pcs))
+
+
+def validate_podgroup(data: Any) -> list[Problem]:
+    """Every problem of a KAI PodGroup, seed 001 rules; empty when it is valid."""
+    podgroup, problems = parse_podgroup(data)
+    if podgroup is None:
+        return problems
+    return podgroup_tree_problems(podgroup)
+
+
+def validate_document(data: Any) -> list[Problem]:
+    """Dispatch on kind: PodCliqueSet or KAI PodGroup."""
+    return check_document(data)[0]
+
+
+def check_document(data: Any) -> tuple[list[Problem], list[Problem]]:
+    """(problems, warnings) of one YAML document. Warnings (unknown fields) never make a document invalid."""
+    if not isinstance(data, Mapping):
+        return [Problem(ROOT, f"must be a mapping (a Kubernetes object), got {type(data).__name__}")], []
+    kind = data.get("kind")
+    if kind == names.KIND_PODCLIQUESET:
+        pcs, problems = parse_pcs(data)
+        if pcs is None:
+            return problems, []
+        return list(_pcs_problems(pcs)), warnings_for(pcs)
+    if kind == names.KIND_KAI_PODGROUP:
+        podgroup, problems = parse_podgroup(data)
+        if podgroup is None:
+            return problems, []
+        return podgroup_tree_problems(podgroup), warnings_for(podgroup)
+    expected = f"{names.KIND_PODCLIQUESET} ({names.GROVE_API_VERSION}) or {names.KIND_KAI_PODGROUP} ({names.KAI_API_VERSION})"
+    if kind is None:
+        return [Problem("kind", f"required; expected {expected}")], []
+    return [Problem("kind", f"unsupported kind {kind!r}; expected {expected}")], []
+
+
+def warnings_for(model: PodCliqueSet | KaiPodGroup) -> list[Problem]:
+    """Unknown fields in spec (metadata and status are the apiserver's business)."""
+    return unknown_fields(model.spec, ["spec"])
+
+
+# --- Defaults ----------------------------------------------------------------------------------------------
+def defaulted(pcs: PodCliqueSet) -> PodCliqueSet:
+    """A copy with Grove's defaults filled in: clique minAvailable = replicas, PCSG replicas and minAvailable = 1,
+    namespace = default. Assumes nothing about validity; callers validate first."""
+    result = pcs.model_copy(deep=True)
+    if result.metadata.namespace is None:
+        result.metadata.namespace = names.DEFAULT_NAMESPACE
+    for clique in result.spec.template.cliques:
+        if clique.spec.min_available is None:
+            clique.spec.min_available = clique.spec.replicas
+    for group in result.spec.template.pod_clique_scaling_groups:
+        if group.replicas is None:
+            group.replicas = 1
+        if group.min_available is None:
+            group.min_available = 1
+    return result
+
+
+# --- PodCliqueSet rules ------------------------------------------------------------------------------------
+def _pcs_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    yield from _name_problems(pcs)
+    yield from _annotation_problems(pcs)
+    if pcs.spec.replicas < 0:
+        yield Problem("spec.replicas", f"must be 0 or more, got {pcs.spec.replicas}")
+    yield from _clique_problems(pcs)
+    yield from _scaling_group_problems(pcs)
+    yield from _delay_problems(pcs)
+    yield from _generated_name_problems(pcs)
+
+
+def _label_problem(path: str, value: str) -> Problem | None:
+    if not value:
+        return Problem(path, "required")
+    if len(value) > names.MAX_NAME_LENGTH:
+        return Problem(path, f"must be at most {names.MAX_NAME_LENGTH} characters, got {len(value)}")
+    if not _DNS1123_LABEL.match(value):
+        return Problem(
+            path,
+            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit)",
+        )
+    return None
+
+
+def _name_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    name = pcs.metadata.name or ""
+    problem = _label_problem("metadata.name", name)
+    if problem:
+        yield problem
+    elif not name[0].isalpha():
+        # The headless Service is named after the PCS, and Service names must start with a letter (DNS-1035).
+        yield Problem(
+            "metadata.name", f"must start with a letter (the headless Service is named {name}-<replica>)"
+        )
+
+
+def _annotation_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    annotations = pcs.metadata.annotations or {}
+    key = names.ANNOTATION_SCALED_RELEASE_AFTER
+    if key in annotations and annotations[key] not in names.RELEASE_AFTER_VALUES:
+        allowed = " or ".join(names.RELEASE_AFTER_VALUES)
+        yield Problem(f"metadata.annotations[{key}]", f"must be {allowed}, got {annotations[key]!r}")
+
+
+def _clique_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    cliques = pcs.spec.template.cliques
+    if not cliques:
+        yield Problem("spec.template.cliques", "at least one clique is required")
+    seen: dict[str, int] = {}
+    for index, clique in enumerate(cliques):
+        path = f"spec.template.cliques[{index}]"
+        problem = _label_problem(f"{path}.name", clique.name)
+        if problem:
+            yield problem
+        elif clique.name in seen:
+            yield Problem(
+                f"{path}.name", f"duplicate clique name {clique.name!r} (also cliques[{seen[clique.name]}])"
+            )
+        else:
+            seen[clique.name] = index
+        replicas = clique.spec.replicas
+        if replicas < 1:
+            yield Problem(f"{path}.spec.replicas", f"must be at least 1, got {replicas}")
+        min_available = clique.spec.min_available
+        if min_available is not None and replicas >= 1 and not 1 <= min_available <= replicas:
+            yield Problem(f"{path}.spec.minAvailable", f"must be between 1 and replicas ({replicas})")
+
+
+def _scaling_group_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    clique_names = {clique.name for clique in pcs.spec.template.cliques}
+    claimed: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for index, group in enumerate(pcs.spec.template.pod_clique_scaling_groups):
+        path = f"spec.template.podCliqueScalingGroups[{index}]"
+        problem = _label_problem(f"{path}.name", group.name)
+        if problem:
+            yield problem
+        elif group.name in seen:
+            yield Problem(
+                f"{path}.name",
+                f"duplicate scaling group name {group.name!r} (also podCliqueScalingGroups[{seen[group.name]}])",
+            )
+        else:
+            seen[group.name] = index
+        if not group.clique_names:
+            yield Problem(f"{path}.cliqueNames", "at least one clique name is required")
+        in_this_group: set[str] = set()
+        for position, clique in enumerate(group.clique_names):
+            item = f"{path}.cliqueNames[{position}]"
+            if clique not in clique_names:
+                yield Problem(item, f"unknown clique {clique!r}")
+            elif clique in in_this_group:
+                yield Problem(item, f"clique {clique!r} is listed twice")
+            elif clique in claimed:
+                yield Problem(
+                    item, f"clique {clique!r} already belongs to podCliqueScalingGroups[{claimed[clique]}]"
+                )
+            else:
+                claimed[clique] = index
+            in_this_group.add(clique)
+        replicas = 1 if group.replicas is None else group.replicas
+        if replicas < 1:
+            yield Problem(f"{path}.replicas", f"must be at least 1, got {replicas}")
+        min_available = 1 if group.min_available is None else group.min_available
+        if replicas >= 1 and not 1 <= min_available <= replicas:
+            yield Problem(f"{path}.minAvailable", f"must be between 1 and replicas ({replicas})")
+
+
+def _delay_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    template = pcs.spec.template
+    if template.termination_delay is not None and template.termination_delay <= timedelta(0):
+        yield Problem(
+            "spec.template.terminationDelay", "must be greater than 0 (omit it to disable gang termination)"
+        )
+    for index, group in enumerate(template.pod_clique_scaling_groups):
+        if group.termination_delay is None:
+            continue
+        path = f"spec.template.podCliqueScalingGroups[{index}].terminationDelay"
+        if group.termination_delay <= timedelta(0):
+            yield Problem(path, "must be greater than 0")
+        if template.termination_delay is None:
+            yield Problem(
+                path,
+                "cannot be set while spec.template.terminationDelay is unset (gang termination is off for the PodCliqueSet)",
+            )
+
+
+# --- Generated names ---------------------------------------------------------------------------------------
+def _generated_name_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    """Every generated object name must fit 63 characters for the highest replica index, and must not collide.
+
+    Only checked when the names they are made of are themselves valid, so one bad name yields one problem.
+    """
+    pcs_name = pcs.metadata.name or ""
+    if _label_problem("", pcs_name) is not None:
+        return
+    last_replica = max(pcs.spec.replicas, 1) - 1
+    prefix = names.replica_prefix(pcs_name, last_replica)
+    if len(prefix) > names.MAX_NAME_LENGTH:
+        yield _too_long(
+            "metadata.name", prefix, f"base PodGang and headless Service of replica {last_replica}"
+        )
+        return
+    cliques = {c.name: c for c in pcs.spec.template.cliques if _label_problem("", c.name) is None}
+    grouped = {name for g in pcs.spec.template.pod_clique_scaling_groups for name in g.clique_names}
+    for index, clique in enumerate(pcs.spec.template.cliques):
+        if clique.name in cliques and clique.name not in grouped and clique.spec.replicas >= 1:
+            pclq = names.pclq_name(pcs_name, last_replica, clique.name)
+            hostname = names.pod_name(pclq, clique.spec.replicas - 1)
+            if len(hostname) > names.MAX_NAME_LENGTH:
+                yield _too_long(f"spec.template.cliques[{index}].name", hostname, "pod hostname")
+    for index, group in enumerate(pcs.spec.template.pod_clique_scaling_groups):
+        if _label_problem("", group.name) is not None:
+            continue
+        replicas = max(1 if group.replicas is None else group.replicas, 1)
+        pcsg = names.pcsg_name(pcs_name, last_replica, group.name)
+        for clique_name in dict.fromkeys(group.clique_names):
+            member = cliques.get(clique_name)
+            if member is None or member.spec.replicas < 1:
+                continue
+            pclq = names.pcsg_pclq_name(pcsg, replicas - 1, clique_name)
+            hostname = names.pod_name(pclq, member.spec.replicas - 1)
+            if len(hostname) > names.MAX_NAME_LENGTH:
+                yield _too_long(
+                    f"spec.template.podCliqueScalingGroups[{index}].name",
+                    hostname,
+                    f"pod hostname of clique {clique_name!r}",
+                )
+    yield from _collision_problems(pcs, cliques, grouped)
+
+
+def _too_long(path: str, generated: str, what: str) -> Problem:
+    return Problem(
+        path,
+        f"generated {what} {generated!r} is {len(generated)} characters; names must be at most {names.MAX_NAME_LENGTH}",
+    )
+
+
+def _collision_problems(
+    pcs: PodCliqueSet, cliques: Mapping[str, Any], grouped: set[str]
+) -> Iterator[Problem]:
+    """Names of one replica, relative to its `p-i-` prefix, must be unique: PodCliques are Kubernetes objects of
+    one kind, and scaling groups and their replicas share the gang tree's (and KAI PodGroup's) name space."""
+    owners: dict[str, str] = {}
+    reported: set[tuple[str, str]] = set()
+
+    def claim(relative: str, owner: str, path: str) -> Iterator[Problem]:
+        other = owners.setdefault(relative, owner)
+        if other != owner and (path, other) not in reported:
+            reported.add((path, other))
+            yield Problem(path, f"generated name '<pcs>-<replica>-{relative}' is also generated for {other}")
+
+    standalone_seen: set[str] = set()
+    for index, clique in enumerate(pcs.spec.template.cliques):
+        if clique.name in cliques and clique.name not in grouped and clique.name not in standalone_seen:
+            standalone_seen.add(clique.name)  # duplicates are reported by the clique rules already
+            yield from claim(clique.name, f"cliques[{index}]", f"spec.template.cliques[{index}].name")
+    for index, group in enumerate(pcs.spec.template.pod_clique_scaling_groups):
+        if _label_problem("", group.name) is not None:
+            continue
+        owner = f"podCliqueScalingGroups[{index}]"
+        path = f"spec.template.podCliqueScalingGroups[{index}].name"
+        yield from claim(group.name, owner, path)
+        for replica in range(max(1 if group.replicas is None else group.replicas, 1)):
+            yield from claim(f"{group.name}-{replica}", owner, path)
+            for clique_name in dict.fromkeys(group.clique_names):
+                if clique_name in cliques:
+                    yield from claim(f"{group.name}-{replica}-{clique_name}", owner, path)
