@@ -154,26 +154,34 @@ def podgroup_from_tree(tree: GangNode, namespace: str | None = None) -> KaiPodGr
     return KaiPodGroup(metadata=ObjectMeta(name=tree.name, namespace=namespace), spec=spec)
 
 
-def kai_podgroup(plan: ReplicaPlan, *, elastic: bool = False) -> KaiPodGroup:
-    """The KAI PodGroup of one replica.
+def kai_podgroup(
+    plan: ReplicaPlan,
+    *,
+    elastic: bool = False,
+    queue: str | None = None,
+    priority_class_name: str | None = None,
+    preemptibility: str | None = None,
+) -> KaiPodGroup:
+    """The KAI PodGroup of one replica, named after the replica (`p-i`).
 
     Default: every child is required (minSubGroup unset everywhere), as Grove's own gangs behave.
     elastic: each scaling group node carries minSubGroup = minAvailable over all its replicas, so a scheduler that
     implements seed 001 may start the replica with any minAvailable of them ("any 3 of 4 prefill replicas").
     """
-    tree = tree_for(plan)
     groups = {group.name for group in plan.scaling_groups}
 
     def shape(node: GangNode) -> GangNode:
         children = tuple(shape(child) for child in node.children)
-        if node.name in groups:
-            return replace(node, children=children, min_sub_group=node.min_sub_group if elastic else None)
-        return replace(node, children=children)
+        threshold = node.min_sub_group if elastic or node.name not in groups else None
+        return replace(node, children=children, min_sub_group=threshold)
 
-    podgroup = podgroup_from_tree(shape(tree), plan.namespace)
+    podgroup = podgroup_from_tree(shape(tree_for(plan)), plan.namespace)
     podgroup.metadata.labels = {
         names.LABEL_MANAGED_BY: names.MANAGED_BY,
         names.LABEL_PART_OF: plan.pcs,
         names.LABEL_PCS_REPLICA_INDEX: str(plan.replica),
     }
+    podgroup.spec.queue = queue
+    podgroup.spec.priority_class_name = priority_class_name
+    podgroup.spec.preemptibility = preemptibility
     return podgroup
