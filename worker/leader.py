@@ -1,0 +1,150 @@
+"""Lease-based leader election, so that N worker processes run one watcher between them.
+
+Temporal already spreads workflows and activities over every worker; only the watcher (which turns Kubernetes
+watch events into nudges) must not run N times, or API load and signal volume would grow with the worker count.
+
+The algorithm is client-go's: a coordination.k8s.io Lease records the holder and renew time; a candidate takes
+over only after the record has not changed for a whole lease duration as measured on its *own* clock, so clock
+skew between machines cannot shorten a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from activities.kubeapi import LEASES, Kube, KubeError
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseElector:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_seconds: int = 30,
+        renew_every: float = 10.0,
+        retry_every: float = 5.0,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_seconds = lease_seconds
+        self.renew_every = renew_every
+        self.retry_every = retry_every
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0  # monotonic time it was first seen
+        self.is_leader = False
+
+    def _try_acquire_or_renew(self) -> bool:
+        now = datetime.now(UTC)
+        lease = self.kube.get(LEASES, self.namespace, self.name)
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_seconds,
+            "renewTime": _micro_time(now),
+        }
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {**spec, "acquireTime": _micro_time(now), "leaseTransitions": 0},
+            }
+            try:
+                self.kube.create(LEASES, self.namespace, body)
+                return True
+            except KubeError as exc:
+                if exc.conflict:
+                    return False
+                raise
+        current = lease.get("spec") or {}
+        holder = current.get("holderIdentity") or ""
+        record = (holder, str(current.get("renewTime")))
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        duration = float(current.get("leaseDurationSeconds") or self.lease_seconds)
+        expired = time.monotonic() - self._observed_at >= duration
+        if holder and holder != self.identity and not expired:
+            return False
+        if holder != self.identity:
+            spec["acquireTime"] = _micro_time(now)
+            spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
+        else:
+            spec["acquireTime"] = current.get("acquireTime") or _micro_time(now)
+            spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
+        lease["spec"] = spec  # full replace with the read resourceVersion: a concurrent writer gets 409
+        try:
+            self.kube.replace(LEASES, self.namespace, self.name, lease)
+            return True
+        except KubeError as exc:
+            if exc.conflict:
+                return False
+            raise
+
+    def _release(self) -> None:
+        lease = self.kube.get(LEASES, self.namespace, self.name)
+        if not lease or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            return
+        lease["spec"]["holderIdentity"] = None
+        lease["spec"]["leaseDurationSeconds"] = 1
+        self.kube.replace(LEASES, self.namespace, self.name, lease)
+
+    async def _attempt(self) -> bool:
+        try:
+            return await asyncio.to_thread(self._try_acquire_or_renew)
+        except KubeError as exc:
+            log.warning("leader election: lease %s/%s: %s", self.namespace, self.name, exc)
+            return False
+
+    async def run(self, lead: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+        """Campaign until `stop`; while leading, run `lead()`; cancel it as soon as leadership is lost."""
+        while not stop.is_set():
+            if not await self._attempt():
+                await _sleep_or_stop(stop, self.retry_every)
+                continue
+            self.is_leader = True
+            log.info("leader election: %s leads %s/%s", self.identity, self.namespace, self.name)
+            task = asyncio.create_task(lead())
+            last_renewed = time.monotonic()
+            try:
+                while not stop.is_set() and not task.done():
+                    await _sleep_or_stop(stop, self.renew_every, task)
+                    if stop.is_set() or task.done():
+                        break
+                    if await self._attempt():
+                        last_renewed = time.monotonic()
+                    elif time.monotonic() - last_renewed >= self.lease_seconds * 2 / 3:
+                        log.warning("leader election: %s lost %s/%s", self.identity, self.namespace, self.name)
+                        break
+            finally:
+                self.is_leader = False
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            if stop.is_set():
+                try:
+                    await asyncio.to_thread(self._release)
+                except KubeError as exc:
+                    log.warning("leader election: release failed: %s", exc)
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float, task: asyncio.Task[None] | None = None) -> None:
+    waiters: list[asyncio.Future[object]] = [asyncio.ensure_future(stop.wait())]
+    if task is not None:
+        waiters.append(task)  # type: ignore[arg-type]
+    _, pending = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    for fut in pending:
+        if fut is not task:
+            fut.cancel()

@@ -1,0 +1,47 @@
+"""Prometheus metrics of grove-temporal (the Temporal SDK exports its own beside these).
+
+Counted only in activities and in the watcher, never in workflow code: workflow code is replayed, so a counter
+there would count every replay again.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+KUBE_REQUESTS = Counter(
+    "grove_temporal_kube_requests",
+    "Kubernetes API requests issued by this process",
+    ["verb", "resource", "code"],
+)
+KUBE_REQUEST_SECONDS = Histogram(
+    "grove_temporal_kube_request_seconds",
+    "Kubernetes API request latency (until response headers for watches)",
+    ["verb", "resource"],
+    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+GATE_RELEASES = Counter(
+    "grove_temporal_gate_releases",
+    "Pods whose grove.io/podgang-pending-creation gate was removed",
+    ["gang"],  # base | scaled
+)
+TERMINATIONS = Counter(
+    "grove_temporal_terminations",
+    "Gang terminations carried out",
+    ["scope", "cause"],  # scope: pcs-replica | pcsg-replica; cause: breach | operator
+)
+BREACH_SECONDS = Histogram(
+    "grove_temporal_breach_duration_seconds",
+    "How long a breach had lasted when its gang was terminated",
+    ["scope"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
+)
+NUDGES = Counter(
+    "grove_temporal_nudges",
+    "Nudge signals sent to replica workflows by the watcher",
+    ["outcome"],  # sent | workflow-missing | failed
+)
+WATCH_EVENTS = Counter(
+    "grove_temporal_watch_events",
+    "Kubernetes watch events received by the watcher",
+    ["resource", "relevant"],
+)

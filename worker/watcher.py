@@ -1,0 +1,300 @@
+"""The watcher: Kubernetes watch events in, coalesced nudge signals to replica workflows out.
+
+Workflows never poll. Each object kind we care about is followed informer-style (list, then watch from the list's
+resourceVersion, relist on expiry and every `resync` period). An event only matters when a field the workflows
+act on changed (a pod's readiness, binding, gate or deletion; a PCLQ's existence; a PCS's spec), so each object
+keeps a small fingerprint and our own status writes, which change none of those fields, wake nobody.
+
+Nudges are coalesced per replica: while a signal to a workflow is in flight, further events for it collapse into
+one follow-up signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, KubeError, Resource
+from grove import names
+from worker.metrics import NUDGES, WATCH_EVENTS
+from workflows.ids import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
+
+log = logging.getLogger(__name__)
+
+MANAGED_SELECTOR = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY_VALUE}"
+
+Fingerprint = tuple[Any, ...]
+ObjectKey = tuple[str, str]  # (namespace, name)
+
+
+def pcs_fingerprint(obj: JSON) -> Fingerprint:
+    meta = obj.get("metadata", {})
+    return (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
+
+
+def pclq_fingerprint(obj: JSON) -> Fingerprint:
+    meta = obj.get("metadata", {})
+    return (meta.get("uid"), bool(meta.get("deletionTimestamp")), (obj.get("spec") or {}).get("replicas"))
+
+
+def pod_fingerprint(obj: JSON) -> Fingerprint:
+    meta, spec, status = obj.get("metadata", {}), obj.get("spec") or {}, obj.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    gated = any(g.get("name") == names.SCHEDULING_GATE for g in spec.get("schedulingGates") or [])
+    return (
+        meta.get("uid"),
+        bool(meta.get("deletionTimestamp")),
+        spec.get("nodeName"),
+        gated,
+        conditions.get("PodScheduled"),
+        conditions.get("Ready"),
+        status.get("phase"),
+    )
+
+
+@dataclass
+class _Feed:
+    resource: Resource
+    label_selector: str | None
+    fingerprint: Callable[[JSON], Fingerprint]
+    known: dict[ObjectKey, tuple[Fingerprint, JSON]] = field(default_factory=dict)
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Nudger:
+    """Sends nudge signals, at most one in flight per workflow, coalescing the rest."""
+
+    def __init__(self, client: Client, *, concurrency: int = 64, coalesce_seconds: float = 0.005) -> None:
+        self.client = client
+        self.coalesce_seconds = coalesce_seconds
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._pending: set[str] = set()
+        self._in_flight: set[str] = set()
+        self._wake = asyncio.Event()
+        self.on_missing: Callable[[str], None] = lambda workflow_id: None
+
+    def request(self, workflow_id: str) -> None:
+        self._pending.add(workflow_id)
+        self._wake.set()
+
+    async def run(self) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self.coalesce_seconds:
+                await asyncio.sleep(self.coalesce_seconds)
+            ready = self._pending - self._in_flight
+            self._pending -= ready
+            for workflow_id in ready:
+                self._in_flight.add(workflow_id)
+                task = asyncio.create_task(self._send(workflow_id))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+    async def _send(self, workflow_id: str) -> None:
+        try:
+            async with self._semaphore:
+                await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL)
+            NUDGES.labels("sent").inc()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                NUDGES.labels("workflow-missing").inc()
+                self.on_missing(workflow_id)
+            else:
+                NUDGES.labels("failed").inc()
+                log.warning("nudge %s failed: %s", workflow_id, exc)
+        finally:
+            self._in_flight.discard(workflow_id)
+            if workflow_id in self._pending:
+                self._wake.set()
+
+
+class Watcher:
+    """Follows PCS, PCLQ and pod changes; nudges the affected replica workflows and the reconciler."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        client: Client,
+        *,
+        namespace: str | None = None,
+        resync_seconds: float = 1800.0,
+        watch_timeout_seconds: int = 1800,
+    ) -> None:
+        self.kube = kube
+        self.client = client
+        self.namespace = namespace or None
+        self.resync_seconds = resync_seconds
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.nudger = Nudger(client)
+        self.nudger.on_missing = self._workflow_missing
+        self.pcs_feed = _Feed(PODCLIQUESETS, None, pcs_fingerprint)
+        self.pclq_feed = _Feed(PODCLIQUES, MANAGED_SELECTOR, pclq_fingerprint)
+        self.pod_feed = _Feed(PODS, MANAGED_SELECTOR, pod_fingerprint)
+        self._stop = threading.Event()
+        self._pending_pcs: set[ObjectKey] = set()
+        self._reconciler_wake = asyncio.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run until cancelled."""
+        loop = asyncio.get_running_loop()
+        threads = []
+        tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler())]
+        try:
+            for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed):
+                thread = threading.Thread(
+                    target=self._follow, args=(feed, loop), name=f"watch-{feed.resource.plural}", daemon=True
+                )
+                thread.start()
+                threads.append(thread)
+                if feed is self.pcs_feed:  # pods and PCLQs are mapped to workflows through the PCS UID
+                    await feed.synced.wait()
+            await asyncio.Event().wait()
+        finally:
+            self._stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _follow(self, feed: _Feed, loop: asyncio.AbstractEventLoop) -> None:
+        """Thread body: list, watch, relist; hand everything to the event loop."""
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                listing = self.kube.list(feed.resource, self.namespace, label_selector=feed.label_selector)
+                resource_version = listing["metadata"]["resourceVersion"]
+                loop.call_soon_threadsafe(self._on_sync, feed, listing.get("items") or [])
+                backoff = 1.0
+                deadline = loop.time() + self.resync_seconds
+                while not self._stop.is_set() and loop.time() < deadline:
+                    timeout = int(max(1, min(self.watch_timeout_seconds, deadline - loop.time())))
+                    expired = False
+                    for event in self.kube.watch(
+                        feed.resource,
+                        self.namespace,
+                        resource_version=resource_version,
+                        label_selector=feed.label_selector,
+                        timeout_seconds=timeout,
+                    ):
+                        if self._stop.is_set():
+                            return
+                        kind, obj = event.get("type"), event.get("object") or {}
+                        if kind == "ERROR":
+                            expired = obj.get("code") == 410
+                            break
+                        resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
+                        if kind != "BOOKMARK":
+                            loop.call_soon_threadsafe(self._on_event, feed, kind, obj)
+                    if expired:
+                        break
+            except KubeError as exc:
+                log.warning("watch %s: %s; retrying in %.0fs", feed.resource.plural, exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Exception:  # a watcher thread must never die silently
+                log.exception("watch %s failed; retrying", feed.resource.plural)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    # --- event handling (event loop thread) -----------------------------------------------------------------
+    def _on_sync(self, feed: _Feed, items: list[JSON]) -> None:
+        seen: set[ObjectKey] = set()
+        for obj in items:
+            key = _key(obj)
+            seen.add(key)
+            self._on_event(feed, "ADDED", obj)
+        for key in list(feed.known):
+            if key not in seen:
+                _, last = feed.known[key]
+                self._on_event(feed, "DELETED", last)
+        feed.synced.set()
+
+    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON) -> None:
+        key = _key(obj)
+        previous = feed.known.get(key)
+        if kind == "DELETED":
+            feed.known.pop(key, None)
+            relevant = previous is not None
+        else:
+            fingerprint = feed.fingerprint(obj)
+            feed.known[key] = (fingerprint, _slim(obj))
+            relevant = previous is None or previous[0] != fingerprint
+        WATCH_EVENTS.labels(feed.resource.plural, str(relevant).lower()).inc()
+        if not relevant:
+            return
+        if feed is self.pcs_feed:
+            self._pcs_changed(key, obj, previous[1] if previous else None)
+        else:
+            for replica_key in self._replica_keys(obj):
+                self.nudger.request(replica_key.workflow_id)
+
+    def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None) -> None:
+        self._pending_pcs.add(key)
+        self._reconciler_wake.set()
+        # Every replica that may exist before or after the change re-reads its spec (scale in/out, deletion).
+        for version in (previous, obj):
+            if version is None:
+                continue
+            uid = version.get("metadata", {}).get("uid")
+            replicas = int((version.get("spec") or {}).get("replicas") or 0)
+            for index in range(replicas):
+                self.nudger.request(ReplicaKey(key[0], key[1], uid, index).workflow_id)
+
+    def _replica_keys(self, obj: JSON) -> Iterable[ReplicaKey]:
+        meta = obj.get("metadata", {})
+        labels = meta.get("labels") or {}
+        pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
+        if not pcs or index is None or not str(index).isdigit():
+            return ()
+        known = self.pcs_feed.known.get((meta.get("namespace", ""), pcs))
+        if known is None:
+            return ()
+        return (ReplicaKey(meta.get("namespace", ""), pcs, known[1]["metadata"]["uid"], int(index)),)
+
+    def _workflow_missing(self, workflow_id: str) -> None:
+        """A nudge found no running workflow: let the reconciler decide whether one should exist."""
+        parts = workflow_id.split("/")
+        if len(parts) == 5:
+            self._pending_pcs.add((parts[1], parts[2]))
+            self._reconciler_wake.set()
+
+    async def _notify_reconciler(self) -> None:
+        handle = self.client.get_workflow_handle(reconciler_workflow_id(self.namespace))
+        while True:
+            await self._reconciler_wake.wait()
+            self._reconciler_wake.clear()
+            batch, self._pending_pcs = sorted(self._pending_pcs), set()
+            if not batch:
+                continue
+            try:
+                await handle.signal(PCS_CHANGED_SIGNAL, [list(k) for k in batch])
+            except RPCError as exc:
+                log.warning("reconciler signal failed (%s); it will catch up on its next full pass", exc)
+
+
+def _key(obj: JSON) -> ObjectKey:
+    meta = obj.get("metadata", {})
+    return (meta.get("namespace", ""), meta.get("name", ""))
+
+
+def _slim(obj: JSON) -> JSON:
+    """What we keep of an object: enough to map a later DELETED (or a vanished one) to its replicas."""
+    meta = obj.get("metadata", {})
+    return {
+        "metadata": {
+            "namespace": meta.get("namespace"),
+            "name": meta.get("name"),
+            "uid": meta.get("uid"),
+            "labels": meta.get("labels") or {},
+        },
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas")},
+    }
