@@ -1,0 +1,104 @@
+"""Shared fixtures: the real local stack (one per test session) and clients for it.
+
+Tests under tests/integration and tests/e2e are marked `stack` automatically; `pytest -m "not stack"` runs the rest
+without starting anything.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import pytest_asyncio
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+    from temporalio.client import Client
+
+    from worker.localstack.stack import LocalStack
+
+TESTS_DIR = Path(__file__).resolve().parent
+STACK_TEST_DIRS = (TESTS_DIR / "integration", TESTS_DIR / "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if any(path.is_relative_to(d) for d in STACK_TEST_DIRS):
+            item.add_marker(pytest.mark.stack)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[LocalStack]:
+    """The started LocalStack: Temporal dev server, etcd, kube-apiserver, scheduler, controller-manager, KWOK.
+
+    Torn down at the end of the session whatever happened; atexit and the SIGTERM hook are the backstop when the
+    session itself is killed, and the next start reaps what a SIGKILLed session left.
+    """
+    from worker.localstack.stack import LocalStack, StackOptions
+
+    local_stack = LocalStack(StackOptions(nodes=3))
+    try:
+        local_stack.start()
+        yield local_stack
+    finally:
+        local_stack.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(stack: LocalStack) -> Iterator[ApiClient]:
+    """An ApiClient for the stack's admin kubeconfig (its own Configuration; the global one stays untouched)."""
+    api_client = stack.kube_client()
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+@pytest.fixture(scope="session")
+def crds(kube: ApiClient) -> list[str]:
+    """Every CRD under deploy/crds/, applied and Established; returns their names."""
+    from worker.localstack.crds import apply_crds
+
+    return apply_crds(kube)
+
+
+@pytest.fixture
+def namespace(kube: ApiClient) -> Iterator[str]:
+    """A fresh namespace, usable for pods (its default ServiceAccount exists), deleted after the test."""
+    from kubernetes.client import CoreV1Api
+    from kubernetes.client.exceptions import ApiException
+
+    core = CoreV1Api(kube)
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name, "labels": {"grove-temporal.io/test": "true"}}})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            core.read_namespaced_service_account("default", name)
+            break
+        except ApiException as error:
+            if error.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    try:
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def temporal_client(stack: LocalStack) -> AsyncIterator[Client]:
+    """A Temporal client for the stack's dev server, with the pydantic data converter (DESIGN §6)."""
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    yield await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)

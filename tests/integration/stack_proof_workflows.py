@@ -1,0 +1,33 @@
+"""A tiny workflow proving the dev server's durability: a signal, then a durable timer (test-only, not product code)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+
+
+@workflow.defn
+class SignalThenTimerWorkflow:
+    """Waits for `proceed`, then sleeps on a server-side timer and returns how many signals it saw."""
+
+    def __init__(self) -> None:
+        self._signals = 0
+        self._phase = "waiting-for-signal"
+
+    @workflow.run
+    async def run(self, timer_seconds: float) -> str:
+        await workflow.wait_condition(lambda: self._signals > 0)
+        self._phase = "timer-running"
+        await asyncio.sleep(timedelta(seconds=timer_seconds).total_seconds())
+        self._phase = "done"
+        return f"done after {self._signals} signal(s)"
+
+    @workflow.signal
+    def proceed(self) -> None:
+        self._signals += 1
+
+    @workflow.query
+    def phase(self) -> str:
+        return self._phase

@@ -1,0 +1,45 @@
+"""KWOK: plays kubelet for fake nodes (the stages in kwok_stages.py say how)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from worker.localstack.kwok_stages import STAGES_YAML
+from worker.localstack.processes import ManagedProcess, ProcessRegistry
+from worker.localstack.readiness import LOOPBACK, free_port, http_status, wait_until
+
+# KWOK manages exactly the nodes carrying this label; removing it is how a node "goes silent" (kubelet gone).
+MANAGED_NODE_LABEL = "grove-temporal.io/kwok-node"
+POD_CIDR = "10.244.0.0/16"
+
+
+class Kwok:
+    def __init__(self, binary: Path, run_dir: Path, registry: ProcessRegistry) -> None:
+        self.dir = run_dir / "kwok"
+        self.kubeconfig = run_dir / "kubeconfigs" / "kwok.kubeconfig"
+        self.stages = self.dir / "stages.yaml"
+        self.port = free_port()
+        argv = [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-label-selector={MANAGED_NODE_LABEL}=true",
+            f"--config={self.stages}",
+            f"--server-address={LOOPBACK}:{self.port}",
+            f"--cidr={POD_CIDR}",
+        ]
+        # HOME inside the run dir: kwok would otherwise also load ~/.kwok/kwok.yaml and merge its stages with ours.
+        self.process = ManagedProcess(
+            "kwok", argv, run_dir / "logs" / "kwok.log", registry, env={"HOME": str(self.dir)}
+        )
+
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.stages.write_text(STAGES_YAML)
+        self.process.start()
+
+    def healthy(self) -> bool:
+        return http_status(f"http://{LOOPBACK}:{self.port}/healthz") == 200
+
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        return wait_until(self.healthy, "kwok /healthz", timeout, self.process)
