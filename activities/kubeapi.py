@@ -7,6 +7,7 @@ keeps the ApiClient's auth, TLS and request accounting (worker.kube.Instrumented
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,6 +135,18 @@ class Kube:
             raise _error_from(response.status, response.reason, data)
         return json.loads(data) if data else {}
 
+    def healthy(self, timeout: float = 3.0) -> bool:
+        """True when the apiserver's /readyz answers 200."""
+        try:
+            response = self.api_client.call_api(
+                *self.api_client.param_serialize(method="GET", resource_path="/readyz",
+                                                 auth_settings=["BearerToken"])[:4],
+                _request_timeout=timeout,
+            )
+            return bool(response.status == 200)
+        except Exception:
+            return False
+
     # --- verbs ----------------------------------------------------------------------------------------------
     def get(self, resource: Resource, namespace: str | None, name: str) -> JSON | None:
         """The object, or None when it does not exist."""
@@ -167,8 +180,8 @@ class Kube:
             },
         )
 
-    def list_items(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> list[JSON]:
-        return list(self.list(resource, namespace, **kwargs).get("items") or [])
+    def list_items(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> builtins.list[JSON]:
+        return builtins.list(self.list(resource, namespace, **kwargs).get("items") or [])
 
     def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return self._request(  # type: ignore[no-any-return]

@@ -49,10 +49,7 @@ def _verb_and_resource(method: str, url: str) -> tuple[str, str]:
         resource = f"{resource}/{subresource}"
     method = method.upper()
     if method == "GET":
-        if "watch=true" in query.lower() or "watch=1" in query:
-            verb = "watch"
-        else:
-            verb = "get" if named else "list"
+        verb = "watch" if "watch=true" in query.lower() or "watch=1" in query else "get" if named else "list"
     else:
         verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
         if verb == "delete" and not named:

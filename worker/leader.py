@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 from activities.kubeapi import LEASES, Kube, KubeError
 
@@ -109,7 +110,7 @@ class LeaseElector:
             log.warning("leader election: lease %s/%s: %s", self.namespace, self.name, exc)
             return False
 
-    async def run(self, lead: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]], stop: asyncio.Event) -> None:
         """Campaign until `stop`; while leading, run `lead()`; cancel it as soon as leadership is lost."""
         while not stop.is_set():
             if not await self._attempt():

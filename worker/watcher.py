@@ -28,7 +28,7 @@ from workflows.ids import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconcil
 
 log = logging.getLogger(__name__)
 
-MANAGED_SELECTOR = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY_VALUE}"
+MANAGED_SELECTOR = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
 
 Fingerprint = tuple[Any, ...]
 ObjectKey = tuple[str, str]  # (namespace, name)

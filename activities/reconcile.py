@@ -1,0 +1,175 @@
+"""Activities of the batch reconciler: list PodCliqueSets, judge their spec, and make sure each wanted replica
+has its workflow (Temporal client calls live here too, as DESIGN §6 asks: workflows never call clients)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities import events
+from activities.kubeapi import JSON, PODCLIQUESETS, Kube, KubeError
+from grove import names
+from grove.validation import parse_pcs, validate_pcs
+from workflows.ids import NUDGE_SIGNAL, parse_replica_workflow_id
+from workflows.messages import (
+    OrphanSweepRequest,
+    PcsBatchRequest,
+    PcsBatchResult,
+    ReplicaInput,
+    ReplicaRef,
+)
+from workflows.search import GROVE_NAMESPACE, GROVE_PAUSED, GROVE_PCS, GROVE_PHASE, GROVE_REPLICA
+
+log = logging.getLogger(__name__)
+
+START_CONCURRENCY = 32
+
+
+def spec_problems(obj: JSON) -> list[str]:
+    pcs, problems = parse_pcs(obj)
+    if pcs is not None and not problems:
+        problems = validate_pcs(pcs)
+    return [str(p) for p in problems]
+
+
+def wanted_replicas(obj: JSON) -> int:
+    value = (obj.get("spec") or {}).get("replicas")
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+class ReconcileActivities:
+    def __init__(self, kube: Kube, client: Client) -> None:
+        self.kube = kube
+        self.client = client
+
+    @activity.defn(name="sync_pcs_batch")
+    async def sync_pcs_batch(self, request: PcsBatchRequest) -> PcsBatchResult:
+        items, token = await asyncio.to_thread(self._read, request)
+        started: list[str] = []
+        invalid: list[str] = []
+        semaphore = asyncio.Semaphore(START_CONCURRENCY)
+
+        async def ensure(ref: ReplicaRef) -> None:
+            async with semaphore:
+                await self._ensure_workflow(ref, request)
+                started.append(ref.workflow_id)
+
+        jobs = []
+        for obj in items:
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            problems = spec_problems(obj)
+            if problems:
+                invalid.append(f"{meta['namespace']}/{meta['name']}")
+            await asyncio.to_thread(self._mirror_validity, obj, problems)
+            for index in range(wanted_replicas(obj)):
+                ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
+                jobs.append(ensure(ref))
+        await asyncio.gather(*jobs)
+        return PcsBatchResult(
+            continue_token=token,
+            seen=tuple((o["metadata"]["namespace"], o["metadata"]["name"]) for o in items),
+            started=tuple(sorted(started)),
+            invalid=tuple(invalid),
+        )
+
+    def _read(self, request: PcsBatchRequest) -> tuple[list[JSON], str | None]:
+        if request.only is not None:
+            found = [self.kube.get(PODCLIQUESETS, ns, name) for ns, name in request.only]
+            return [obj for obj in found if obj is not None], None
+        listing = self.kube.list(PODCLIQUESETS, request.namespace, limit=request.batch_size,
+                                 continue_token=request.continue_token)
+        return list(listing.get("items") or []), listing.get("metadata", {}).get("continue") or None
+
+    async def _ensure_workflow(self, ref: ReplicaRef, request: PcsBatchRequest) -> None:
+        await self.client.start_workflow(
+            "ReplicaWorkflow",
+            ReplicaInput(ref=ref, safety_resync=request.replica_safety_resync),
+            id=ref.workflow_id,
+            task_queue=request.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            search_attributes=TypedSearchAttributes([
+                SearchAttributePair(GROVE_NAMESPACE, ref.namespace),
+                SearchAttributePair(GROVE_PCS, ref.pcs),
+                SearchAttributePair(GROVE_REPLICA, ref.replica),
+                SearchAttributePair(GROVE_PHASE, "Pending"),
+                SearchAttributePair(GROVE_PAUSED, False),
+            ]),
+            static_summary=f"PodCliqueSet {ref.namespace}/{ref.pcs} · replica {ref.replica}",
+            static_details=(
+                f"Drives replica {ref.replica} of PodCliqueSet `{ref.namespace}/{ref.pcs}` (uid `{ref.pcs_uid}`): "
+                "materialise, release gates, watch availability, gang-terminate after terminationDelay. "
+                "Signals/updates: `pause`, `resume`, `force_terminate`; query: `status`."
+            ),
+        )
+
+    def _mirror_validity(self, obj: JSON, problems: list[str]) -> None:
+        """SpecValid condition on the PCS, and an Event when it turns False (DESIGN §4.1)."""
+        meta = obj["metadata"]
+        status = obj.get("status") or {}
+        current: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == names.CONDITION_SPEC_VALID), {})
+        want_status = "False" if problems else "True"
+        message = "; ".join(problems)[:1000] if problems else "the spec passed validation"
+        if current.get("status") == want_status and current.get("message") == message:
+            return
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": names.CONDITION_SPEC_VALID,
+            "status": want_status,
+            "reason": names.REASON_INVALID if problems else names.REASON_VALID,
+            "message": message,
+            "lastTransitionTime": current.get("lastTransitionTime") if current.get("status") == want_status else now,
+            "observedGeneration": meta.get("generation"),
+        }
+        others = [c for c in status.get("conditions") or [] if c.get("type") != names.CONDITION_SPEC_VALID]
+        try:
+            self.kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"],
+                            {"status": {"conditions": [*others, condition]}}, subresource="status")
+        except KubeError as exc:
+            if not exc.not_found:
+                raise
+        if problems:
+            log.warning("PodCliqueSet %s/%s is invalid: %s", meta["namespace"], meta["name"], message)
+            events.record_for_pcs(self.kube, meta["namespace"], meta["name"], meta["uid"], "InvalidSpec",
+                                  f"Rejected: {message}. Nothing was created, changed or deleted.", type="Warning")
+
+    @activity.defn(name="sweep_replica_workflows")
+    async def sweep_replica_workflows(self, request: OrphanSweepRequest) -> int:
+        """Nudge running replica workflows whose PCS is gone, replaced or no longer wants their index."""
+        listing = await asyncio.to_thread(self.kube.list, PODCLIQUESETS, request.namespace)
+        wanted = {
+            (o["metadata"]["namespace"], o["metadata"]["name"]): (o["metadata"]["uid"], wanted_replicas(o))
+            for o in listing.get("items") or []
+            if not o["metadata"].get("deletionTimestamp")
+        }
+        query = "WorkflowType = 'ReplicaWorkflow' AND ExecutionStatus = 'Running'"
+        if request.namespace:
+            query += f" AND GroveNamespace = '{request.namespace}'"
+        nudged = 0
+        async for execution in self.client.list_workflows(query):
+            key = parse_replica_workflow_id(execution.id)
+            if key is None:
+                continue
+            uid, replicas = wanted.get((key.namespace, key.pcs), (None, 0))
+            if uid == key.pcs_uid and key.replica < replicas:
+                continue
+            try:
+                await self.client.get_workflow_handle(execution.id).signal(NUDGE_SIGNAL)
+                nudged += 1
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        return nudged

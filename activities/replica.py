@@ -1,0 +1,427 @@
+"""Activities of the replica workflow: every Kubernetes read and write it needs.
+
+Rules all of them keep:
+- Idempotent: a retry after a lost response creates no duplicate and deletes nothing twice (deterministic names,
+  create-if-absent, deletes with UID preconditions).
+- Only our objects: nothing without our managed-by label and the expected owner is changed or deleted.
+- Errors: an unreachable or failing apiserver raises a retryable error; a request the apiserver rejects as
+  invalid, or a PodCliqueSet that does not validate, raises a non-retryable ApplicationError.
+- Uncertainty never deletes: every delete follows a successful read in the same attempt.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import events
+from activities.kubeapi import (
+    JSON,
+    PODCLIQUES,
+    PODCLIQUESETS,
+    PODGANGS,
+    PODS,
+    SCALINGGROUPS,
+    SERVICES,
+    Kube,
+    KubeError,
+)
+from activities.status import mirror
+from activities.view import (
+    ClusterView,
+    SpecReading,
+    controller_uid,
+    name_of,
+    ours,
+    read_replica,
+    read_spec,
+    replica_selector,
+    snapshot,
+    terminating,
+    uid_of,
+)
+from grove import manifests, names
+from grove.plan import ReplicaPlan
+from worker.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
+from workflows.messages import (
+    DeleteReplicaResult,
+    EnsureResult,
+    EventRequest,
+    MirrorRequest,
+    PcsState,
+    ReleaseRequest,
+    ReleaseResult,
+    ReplicaRef,
+    ReplicaSnapshot,
+    TerminateRequest,
+    TerminateResult,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
+
+INVALID_SPEC = "InvalidPodCliqueSet"
+REJECTED = "RejectedByApiServer"
+FORBIDDEN = "Forbidden"
+
+
+def _translate(what: str, exc: KubeError) -> NoReturn:
+    """Map a Kubernetes failure onto Temporal's retry semantics."""
+    if exc.invalid:
+        raise ApplicationError(f"{what}: rejected by the apiserver: {exc.message}", type=REJECTED,
+                               non_retryable=True) from exc
+    if exc.forbidden:
+        raise ApplicationError(f"{what}: forbidden: {exc.message}", type=FORBIDDEN, non_retryable=True) from exc
+    raise exc  # outage or conflict: retried with backoff
+
+
+def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Decorate an activity so Kubernetes failures anywhere in it follow the retry rules above."""
+
+    def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return fn(*args, **kwargs)
+            except KubeError as exc:
+                _translate(what, exc)
+
+        return wrapper
+
+    return decorate
+
+
+class ReplicaActivities:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    # --- read --------------------------------------------------------------------------------------------------
+    @activity.defn(name="observe_replica")
+    @translating_errors("read replica")
+    def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
+        view = read_replica(self.kube, ref)
+        return snapshot(view, read_spec(view.pcs, ref))
+
+    # --- materialise ---------------------------------------------------------------------------------------------
+    @activity.defn(name="ensure_replica")
+    @translating_errors("materialise replica")
+    def ensure_replica(self, ref: ReplicaRef) -> EnsureResult:
+        """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
+        view = read_replica(self.kube, ref, with_scaling_groups=True)
+        spec = read_spec(view.pcs, ref)
+        if spec.state is not PcsState.PRESENT:
+            return EnsureResult(snapshot=snapshot(view, spec))
+        if spec.plan is None or spec.pcs is None:
+            raise ApplicationError(
+                f"PodCliqueSet {ref.namespace}/{ref.pcs} is invalid: " + "; ".join(spec.problems),
+                type=INVALID_SPEC,
+                non_retryable=True,
+            )
+        changes = _Materialiser(self.kube, view, spec, ref)
+        changes.run()
+        return EnsureResult(
+            created=tuple(changes.created),
+            deleted=tuple(changes.deleted),
+            updated=tuple(changes.updated),
+            snapshot=snapshot(view, spec),
+        )
+
+    # --- gates ---------------------------------------------------------------------------------------------------
+    @activity.defn(name="release_gates")
+    @translating_errors("release gates")
+    def release_gates(self, request: ReleaseRequest) -> ReleaseResult:
+        released: list[str] = []
+        skipped: list[str] = []
+        for pod, uid in sorted(request.pods.items()):
+            patch = {
+                # The UID makes the patch fail (409) if the name now belongs to a different pod.
+                "metadata": {"uid": uid},
+                "spec": {"schedulingGates": [{"$patch": "delete", "name": names.SCHEDULING_GATE}]},
+            }
+            try:
+                self.kube.patch(
+                    PODS, request.ref.namespace, pod, patch,
+                    content_type="application/strategic-merge-patch+json",
+                )
+                released.append(pod)
+            except KubeError as exc:
+                if exc.not_found or exc.conflict:  # gone, or the name now belongs to another pod
+                    skipped.append(pod)
+                    continue
+                raise
+        if released:
+            GATE_RELEASES.labels(request.gang_kind).inc(len(released))
+            gangs = ", ".join(request.gangs) or "-"
+            log.info("released %d %s pods of %s (%s): %s", len(released), request.gang_kind, request.ref, gangs,
+                     " ".join(released))
+            events.record(
+                self.kube, request.ref, "GatesReleased",
+                f"Removed {names.SCHEDULING_GATE} from {len(released)} pod(s) of {request.gang_kind} PodGang(s) "
+                f"{gangs}: {_short_list(released)}",
+            )
+        return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
+
+    # --- termination ---------------------------------------------------------------------------------------------
+    @activity.defn(name="terminate_gang")
+    @translating_errors("gang-terminate")
+    def terminate_gang(self, request: TerminateRequest) -> TerminateResult:
+        """Delete the named PodClique incarnations (pods go with them) and the listed PodGangs."""
+        ref = request.ref
+        pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
+        if pcs is None or uid_of(pcs) != ref.pcs_uid:
+            return TerminateResult(already_gone=tuple(request.cliques), at=datetime.now(UTC))
+        deleted: list[str] = []
+        gone: list[str] = []
+        for name, uid in sorted(request.cliques.items()):
+            # Foreground: the PodClique disappears only after its pods, so the recreated one never meets them.
+            if self.kube.delete(PODCLIQUES, ref.namespace, name, uid=uid, propagation="Foreground"):
+                deleted.append(name)
+            else:
+                gone.append(name)
+        selector = replica_selector(ref.pcs, ref.replica)
+        for gang in self.kube.list_items(PODGANGS, ref.namespace, label_selector=selector):
+            if (name_of(gang) in request.pod_gangs and ours(gang) and not terminating(gang)
+                    and self.kube.delete(PODGANGS, ref.namespace, name_of(gang), uid=uid_of(gang))):
+                deleted.append(name_of(gang))
+        at = datetime.now(UTC)
+        cause = "operator" if request.forced else "breach"
+        TERMINATIONS.labels(request.scope.value, cause).inc()
+        if request.breach_start is not None:
+            BREACH_SECONDS.labels(request.scope.value).observe((at - request.breach_start).total_seconds())
+        log.warning("gang-terminated %s scope=%s deleted=%s reason=%s", ref, request.scope.value, deleted,
+                    request.reason)
+        details = request.reason
+        if request.breach_start is not None and request.delay is not None:
+            details += f" (breach since {request.breach_start:%H:%M:%S}Z, delay {request.delay}, " \
+                       f"deadline {request.deadline:%H:%M:%S}Z)"
+        events.record(self.kube, ref, "GangTerminated", f"{details}; deleted {_short_list(deleted) or 'nothing'}",
+                      type="Warning")
+        return TerminateResult(deleted=tuple(deleted), already_gone=tuple(gone), at=at)
+
+    # --- scale-in ------------------------------------------------------------------------------------------------
+    @activity.defn(name="delete_replica")
+    @translating_errors("scale in replica")
+    def delete_replica(self, ref: ReplicaRef) -> DeleteReplicaResult:
+        """Remove every object of a replica index the PCS no longer wants (pods follow their PodCliques)."""
+        pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
+        spec = read_spec(pcs, ref)
+        if spec.state is PcsState.PRESENT and spec.wanted_replicas > ref.replica:
+            return DeleteReplicaResult(skipped_reason=f"replica {ref.replica} is wanted again "
+                                                      f"(spec.replicas={spec.wanted_replicas})")
+        if spec.state is PcsState.REPLACED:
+            return DeleteReplicaResult(skipped_reason="the PodCliqueSet was replaced; its objects are not ours")
+        selector = replica_selector(ref.pcs, ref.replica)
+        deleted: list[str] = []
+        for resource in (PODCLIQUES, SCALINGGROUPS, PODGANGS, SERVICES):
+            for obj in self.kube.list_items(resource, ref.namespace, label_selector=selector):
+                if (ours(obj) and not terminating(obj) and _owned_within(obj, ref)
+                        and self.kube.delete(resource, ref.namespace, name_of(obj), uid=uid_of(obj))):
+                    deleted.append(f"{resource.kind}/{name_of(obj)}")
+        if deleted:
+            events.record(self.kube, ref, "ReplicaScaledIn",
+                          f"Replica {ref.replica} is no longer wanted; deleted {_short_list(deleted)}")
+        return DeleteReplicaResult(deleted=tuple(deleted))
+
+    # --- status mirror and events ----------------------------------------------------------------------------------
+    @activity.defn(name="mirror_status")
+    @translating_errors("mirror status")
+    def mirror_status(self, request: MirrorRequest) -> list[str]:
+        return mirror(self.kube, request)
+
+    @activity.defn(name="record_event")
+    def record_event(self, request: EventRequest) -> None:
+        events.record(self.kube, request.ref, request.reason, request.message, type=request.type)
+
+
+def _owned_within(obj: JSON, ref: ReplicaRef) -> bool:
+    """Owned by the PCS itself or by one of its PCSGs (whose own owner is the PCS): never a foreign object."""
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return any(r.get("uid") == ref.pcs_uid or r.get("kind") == names.KIND_PODCLIQUESCALINGGROUP for r in refs)
+
+
+def _short_list(items: list[str], limit: int = 12) -> str:
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+
+
+class _Materialiser:
+    """Converges one replica's objects towards its plan, recording what it changed."""
+
+    def __init__(self, kube: Kube, view: ClusterView, spec: SpecReading, ref: ReplicaRef) -> None:
+        assert spec.plan is not None and spec.pcs is not None and view.pcs is not None
+        self.kube = kube
+        self.view = view
+        self.pcs_model = spec.pcs
+        self.plan: ReplicaPlan = spec.plan
+        self.ref = ref
+        self.namespace = ref.namespace
+        self.pcs_owner = manifests.owner_reference(
+            names.GROVE_API_VERSION, names.KIND_PODCLIQUESET, ref.pcs, ref.pcs_uid
+        )
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self.updated: list[str] = []
+
+    def run(self) -> None:
+        self.ensure_service()
+        self.ensure_scaling_groups()
+        self.ensure_pod_cliques()
+        self.ensure_pod_gangs()  # before pods: a pod must never exist without its gang (DESIGN §3)
+        self.ensure_pods()
+        self.update_references()
+        self.delete_surplus_gangs()
+
+    def _create(self, resource: Any, body: JSON) -> JSON | None:
+        try:
+            obj = self.kube.create(resource, self.namespace, body)
+            self.created.append(f"{body['kind']}/{body['metadata']['name']}")
+            return obj
+        except KubeError as exc:
+            if exc.conflict:  # AlreadyExists: a retry after a lost response, or an old incarnation still going
+                return None
+            raise
+
+    def ensure_service(self) -> None:
+        name = self.plan.service.name
+        if self.kube.get(SERVICES, self.namespace, name) is None:
+            self._create(SERVICES, manifests.service_manifest(self.plan, owner=self.pcs_owner))
+
+    def ensure_scaling_groups(self) -> None:
+        existing = self.view.pcsgs or {}
+        planned = {g.name for g in self.plan.scaling_groups}
+        for group in self.plan.scaling_groups:
+            body = manifests.scaling_group_manifest(self.plan, group.name, owner=self.pcs_owner)
+            current = existing.get(group.name)
+            if current is None:
+                created = self._create(SCALINGGROUPS, body)
+                if created is not None:
+                    existing[group.name] = created
+            elif not terminating(current) and _spec_differs(current, body):
+                existing[group.name] = self.kube.patch(SCALINGGROUPS, self.namespace, group.name,
+                                                       {"spec": body["spec"]})
+                self.updated.append(f"PodCliqueScalingGroup/{group.name}")
+        for name, obj in existing.items():
+            if (name not in planned and ours(obj) and not terminating(obj)
+                    and controller_uid(obj) == self.ref.pcs_uid
+                    and self.kube.delete(SCALINGGROUPS, self.namespace, name, uid=uid_of(obj))):
+                self.deleted.append(f"PodCliqueScalingGroup/{name}")
+        self.view.pcsgs = existing
+
+    def _pclq_owner(self, pclq_name: str) -> JSON | None:
+        pclq = self.plan.pod_clique(pclq_name)
+        if pclq.scaling_group is None:
+            return self.pcs_owner
+        group = (self.view.pcsgs or {}).get(pclq.scaling_group.name)
+        if group is None or terminating(group):
+            return None  # its scaling group is not there (yet): the PodClique waits for it
+        return manifests.owner_reference(
+            names.GROVE_API_VERSION, names.KIND_PODCLIQUESCALINGGROUP, name_of(group), uid_of(group)
+        )
+
+    def ensure_pod_cliques(self) -> None:
+        planned = {p.name for p in self.plan.pod_cliques}
+        for pclq in self.plan.pod_cliques:
+            current = self.view.pclqs.get(pclq.name)
+            if current is None:
+                owner = self._pclq_owner(pclq.name)
+                if owner is None:
+                    continue
+                body = manifests.podclique_manifest(self.pcs_model, self.plan, pclq.name, owner=owner)
+                created = self._create(PODCLIQUES, body)
+                if created is not None:
+                    self.view.pclqs[pclq.name] = created
+            elif not terminating(current):
+                spec = current.get("spec") or {}
+                if spec.get("replicas") != pclq.replicas or spec.get("minAvailable") != pclq.min_available:
+                    self.view.pclqs[pclq.name] = self.kube.patch(
+                        PODCLIQUES, self.namespace, pclq.name,
+                        {"spec": {"replicas": pclq.replicas, "minAvailable": pclq.min_available}},
+                    )
+                    self.updated.append(f"PodClique/{pclq.name}")
+        for name, obj in list(self.view.pclqs.items()):
+            if (name not in planned and ours(obj) and not terminating(obj) and _owned_within(obj, self.ref)
+                    and self.kube.delete(PODCLIQUES, self.namespace, name, uid=uid_of(obj),
+                                         propagation="Foreground")):
+                self.deleted.append(f"PodClique/{name}")
+                obj.setdefault("metadata", {})["deletionTimestamp"] = "pending"
+
+    def _references(self) -> dict[str, list[str]]:
+        refs: dict[str, list[str]] = {}
+        for name, pclq in self.view.pclqs.items():
+            if not terminating(pclq):
+                refs[name] = sorted(name_of(p) for p in self.view.live_pods_of(pclq))
+        return refs
+
+    def ensure_pod_gangs(self) -> None:
+        refs = self._references()
+        for gang in self.plan.pod_gangs:
+            if gang.name not in self.view.gangs:
+                body = manifests.podgang_manifest(self.plan, gang.name, refs, owner=self.pcs_owner)
+                created = self._create(PODGANGS, body)
+                if created is not None:
+                    self.view.gangs[gang.name] = created
+
+    def ensure_pods(self) -> None:
+        for pclq in self.plan.pod_cliques:
+            obj = self.view.pclqs.get(pclq.name)
+            if obj is None or terminating(obj):
+                continue
+            if pclq.pod_gang not in self.view.gangs:
+                continue  # never a pod without its gang
+            owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, pclq.name, uid_of(obj))
+            live = {name_of(p): p for p in self.view.live_pods_of(obj)}
+            for index, pod_name in enumerate(pclq.pod_names):
+                if pod_name in live or pod_name in self.view.pods:
+                    continue  # present, or an older incarnation's pod still terminating: wait for it
+                body = manifests.pod_manifest(self.pcs_model, self.plan, pclq.name, index, owner=owner)
+                created = self._create(PODS, body)
+                if created is not None:
+                    self.view.pods[pod_name] = created
+            wanted = set(pclq.pod_names)
+            # Scale-in removes the highest pod indices first.
+            surplus = sorted((p for p in live if p not in wanted), key=_pod_index, reverse=True)
+            for pod_name in surplus:
+                pod = live[pod_name]
+                if self.kube.delete(PODS, self.namespace, pod_name, uid=uid_of(pod)):
+                    self.deleted.append(f"Pod/{pod_name}")
+                    pod["metadata"]["deletionTimestamp"] = "pending"
+
+    def update_references(self) -> None:
+        refs = self._references()
+        for gang in self.plan.pod_gangs:
+            current = self.view.gangs.get(gang.name)
+            if current is None or terminating(current):
+                continue
+            body = manifests.podgang_manifest(self.plan, gang.name, refs, owner=self.pcs_owner)
+            if (current.get("spec") or {}).get("podgroups") != body["spec"]["podgroups"]:
+                self.view.gangs[gang.name] = self.kube.patch(
+                    PODGANGS, self.namespace, gang.name, {"spec": {"podgroups": body["spec"]["podgroups"]}}
+                )
+                self.updated.append(f"PodGang/{gang.name}")
+
+    def delete_surplus_gangs(self) -> None:
+        planned = {g.name for g in self.plan.pod_gangs}
+        for name, obj in list(self.view.gangs.items()):
+            if (name not in planned and ours(obj) and not terminating(obj)
+                    and controller_uid(obj) == self.ref.pcs_uid
+                    and self.kube.delete(PODGANGS, self.namespace, name, uid=uid_of(obj))):
+                self.deleted.append(f"PodGang/{name}")
+                obj.setdefault("metadata", {})["deletionTimestamp"] = "pending"
+
+
+def _spec_differs(current: JSON, desired: JSON) -> bool:
+    have = current.get("spec") or {}
+    return any(have.get(k) != v for k, v in desired["spec"].items())
+
+
+def _pod_index(pod_name: str) -> int:
+    tail = pod_name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1

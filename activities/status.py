@@ -1,0 +1,94 @@
+"""The status mirror (DESIGN §4.8): what the workflow decided, written where `kubectl get` users look.
+
+Status is output only: the workflow never reads it back. A condition keeps its lastTransitionTime while its status
+stays the same, as Kubernetes conventions ask.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube
+from activities.view import uid_of
+from grove import names
+from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
+
+_RESOURCES = {names.KIND_PODCLIQUE: PODCLIQUES, names.KIND_PODCLIQUESCALINGGROUP: SCALINGGROUPS}
+
+
+def merged_conditions(current: list[JSON], desired: tuple[ConditionMirror, ...], now: str) -> list[JSON]:
+    by_type = {c.get("type"): c for c in current}
+    merged = [c for c in current if c.get("type") not in {d.type for d in desired}]
+    for want in desired:
+        had = by_type.get(want.type) or {}
+        since = had.get("lastTransitionTime") if had.get("status") == want.status else None
+        merged.append(
+            {
+                "type": want.type,
+                "status": want.status,
+                "reason": want.reason,
+                "message": want.message,
+                "lastTransitionTime": since or now,
+            }
+        )
+    return sorted(merged, key=lambda c: str(c.get("type")))
+
+
+def desired_status(current: JSON, mirror: ObjectStatusMirror, now: str) -> JSON:
+    status = dict(current.get("status") or {})
+    status.update(mirror.fields)
+    status["conditions"] = merged_conditions(list(status.get("conditions") or []), mirror.conditions, now)
+    return status
+
+
+def mirror(kube: Kube, request: MirrorRequest) -> list[str]:
+    """Patch the status of each object whose status differs; returns the names written."""
+    ref = request.ref
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    written: list[str] = []
+    for item in request.objects:
+        resource = _RESOURCES[item.kind]
+        current = kube.get(resource, ref.namespace, item.name)
+        if current is None or (item.uid and uid_of(current) != item.uid):
+            continue  # gone or recreated since the decision: the next evaluation mirrors the new one
+        status = desired_status(current, item, now)
+        if status != (current.get("status") or {}):
+            kube.patch(resource, ref.namespace, item.name, {"status": status}, subresource="status")
+            written.append(item.name)
+    if request.pcs_available_changed and _mirror_pcs(kube, ref.namespace, ref.pcs, ref.pcs_uid):
+        written.append(ref.pcs)
+    return written
+
+
+def _mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
+    """PCS replicas and availableReplicas, counted from its PodCliques' mirrored status."""
+    obj = kube.get(PODCLIQUESETS, namespace, pcs)
+    if obj is None or uid_of(obj) != pcs_uid:
+        return False
+    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs}"
+    replicas: dict[str, list[JSON]] = defaultdict(list)
+    for pclq in kube.list_items(PODCLIQUES, namespace, label_selector=selector):
+        index = (pclq["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX)
+        if index is not None and not pclq["metadata"].get("deletionTimestamp"):
+            replicas[index].append(pclq)
+    wanted = int((obj.get("spec") or {}).get("replicas") or 0)
+    available = sum(
+        1
+        for index, pclqs in replicas.items()
+        if index.isdigit() and int(index) < wanted and all(_pclq_available(p) for p in pclqs)
+    )
+    status = dict(obj.get("status") or {})
+    desired = {**status, "replicas": wanted, "availableReplicas": available}
+    if desired == status:
+        return False
+    kube.patch(PODCLIQUESETS, namespace, pcs, {"status": {"replicas": wanted, "availableReplicas": available}},
+               subresource="status")
+    return True
+
+
+def _pclq_available(pclq: JSON) -> bool:
+    status = pclq.get("status") or {}
+    spec = pclq.get("spec") or {}
+    ready = int(status.get("readyReplicas") or 0)
+    return ready >= int(spec.get("minAvailable") or spec.get("replicas") or 1)

@@ -1,0 +1,239 @@
+"""One replica's objects as read from the cluster, and what they mean: the snapshot the workflow decides on and
+the drift that materialising would fix. Functions over plain JSON dicts, shared by observe and ensure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
+from grove import names
+from grove.models import PodCliqueSet
+from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
+from grove.validation import parse_pcs, validate_pcs
+from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
+
+
+def replica_selector(pcs: str, replica: int) -> str:
+    return (
+        f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs},"
+        f"{names.LABEL_PCS_REPLICA_INDEX}={replica}"
+    )
+
+
+def name_of(obj: JSON) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def uid_of(obj: JSON) -> str:
+    return str(obj.get("metadata", {}).get("uid", ""))
+
+
+def terminating(obj: JSON) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def ours(obj: JSON) -> bool:
+    return (obj.get("metadata", {}).get("labels") or {}).get(names.LABEL_MANAGED_BY) == names.MANAGED_BY
+
+
+def _condition(pod: JSON, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def pod_ready(pod: JSON) -> bool:
+    return _condition(pod, "Ready")
+
+
+def pod_scheduled(pod: JSON) -> bool:
+    return _condition(pod, "PodScheduled") or bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def pod_gated(pod: JSON) -> bool:
+    return any(g.get("name") == names.SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def controller_uid(obj: JSON) -> str | None:
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+@dataclass
+class ClusterView:
+    """Everything of one replica that one read returned."""
+
+    pcs: JSON | None
+    pclqs: dict[str, JSON] = field(default_factory=dict)
+    pods: dict[str, JSON] = field(default_factory=dict)
+    gangs: dict[str, JSON] = field(default_factory=dict)
+    pcsgs: dict[str, JSON] | None = None  # only read by ensure
+
+    def live_pods_of(self, pclq: JSON) -> list[JSON]:
+        """Non-terminating pods controlled by this very PodClique incarnation."""
+        uid = uid_of(pclq)
+        return [p for p in self.pods.values() if controller_uid(p) == uid and not terminating(p)]
+
+    def referenced(self) -> dict[str, set[str]]:
+        """PodGang name -> pod names listed in its podReferences."""
+        refs: dict[str, set[str]] = defaultdict(set)
+        for gang_name, gang in self.gangs.items():
+            for group in (gang.get("spec") or {}).get("podgroups") or []:
+                for ref in group.get("podReferences") or []:
+                    refs[gang_name].add(str(ref.get("name")))
+        return refs
+
+
+def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = False) -> ClusterView:
+    pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
+    selector = replica_selector(ref.pcs, ref.replica)
+
+    def by_name(items: list[JSON]) -> dict[str, JSON]:
+        return {name_of(obj): obj for obj in items}
+
+    view = ClusterView(pcs=pcs)
+    if pcs is None:
+        return view
+    view.pclqs = by_name(kube.list_items(PODCLIQUES, ref.namespace, label_selector=selector))
+    view.pods = by_name(kube.list_items(PODS, ref.namespace, label_selector=selector))
+    view.gangs = by_name(kube.list_items(PODGANGS, ref.namespace, label_selector=selector))
+    if with_scaling_groups:
+        view.pcsgs = by_name(kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector))
+    return view
+
+
+@dataclass
+class SpecReading:
+    state: PcsState
+    pcs: PodCliqueSet | None = None
+    plan: ReplicaPlan | None = None
+    problems: tuple[str, ...] = ()
+    generation: int = 0
+    wanted_replicas: int = 0
+
+
+def read_spec(pcs_obj: JSON | None, ref: ReplicaRef) -> SpecReading:
+    """Is the PCS still ours to drive, how many replicas does it want, and what does this replica look like."""
+    if pcs_obj is None:
+        return SpecReading(PcsState.ABSENT)
+    meta = pcs_obj.get("metadata", {})
+    if meta.get("uid") != ref.pcs_uid:
+        return SpecReading(PcsState.REPLACED)
+    generation = int(meta.get("generation") or 0)
+    replicas_raw = (pcs_obj.get("spec") or {}).get("replicas")
+    wanted = replicas_raw if isinstance(replicas_raw, int) and replicas_raw >= 0 else 0
+    if meta.get("deletionTimestamp"):
+        return SpecReading(PcsState.DELETING, generation=generation, wanted_replicas=wanted)
+    pcs, problems = parse_pcs(pcs_obj)
+    if pcs is not None and not problems:
+        problems = validate_pcs(pcs)
+    if pcs is None or problems:
+        return SpecReading(
+            PcsState.PRESENT,
+            problems=tuple(str(p) for p in problems) or ("spec: could not be parsed",),
+            generation=generation,
+            wanted_replicas=wanted,
+        )
+    return SpecReading(
+        PcsState.PRESENT,
+        pcs=pcs,
+        plan=plan_replica(pcs, ref.replica),
+        generation=generation,
+        wanted_replicas=pcs.spec.replicas,
+    )
+
+
+def clique_states(view: ClusterView) -> dict[str, CliqueState]:
+    references = view.referenced()
+    states: dict[str, CliqueState] = {}
+    for name, pclq in view.pclqs.items():
+        pods = view.live_pods_of(pclq)
+        releasable: dict[str, str] = {}
+        for pod in pods:
+            gang = (pod["metadata"].get("labels") or {}).get(names.LABEL_PODGANG, "")
+            if pod_gated(pod) and name_of(pod) in references.get(gang, ()):
+                releasable[name_of(pod)] = uid_of(pod)
+        states[name] = CliqueState(
+            uid=uid_of(pclq),
+            terminating=terminating(pclq),
+            pods=len(pods),
+            ready=sum(1 for p in pods if pod_ready(p)),
+            scheduled=sum(1 for p in pods if pod_scheduled(p)),
+            gated=sum(1 for p in pods if pod_gated(p)),
+            releasable=releasable,
+        )
+    return states
+
+
+def drift(view: ClusterView, plan: ReplicaPlan) -> list[str]:
+    """Actionable differences between the cluster and the plan (things still terminating are waited for)."""
+    found: list[str] = []
+    planned_pclqs = {p.name: p for p in plan.pod_cliques}
+    for name, expected in planned_pclqs.items():
+        pclq = view.pclqs.get(name)
+        if pclq is None:
+            found.append(f"missing PodClique {name}")
+            continue
+        if terminating(pclq):
+            continue
+        if (pclq.get("spec") or {}).get("replicas") != expected.replicas:
+            found.append(f"PodClique {name} replicas differ")
+        live = {name_of(p) for p in view.live_pods_of(pclq)}
+        present = set(view.pods)
+        wanted = set(expected.pod_names)
+        missing = sorted(pod for pod in wanted - live if pod not in present)
+        if missing:
+            found.append(f"missing pods {', '.join(missing)}")
+        surplus = sorted(live - wanted)
+        if surplus:
+            found.append(f"surplus pods {', '.join(surplus)}")
+    for name, pclq in view.pclqs.items():
+        if name not in planned_pclqs and ours(pclq) and not terminating(pclq):
+            found.append(f"surplus PodClique {name}")
+    references = view.referenced()
+    for gang in plan.pod_gangs:
+        obj = view.gangs.get(gang.name)
+        if obj is None:
+            found.append(f"missing PodGang {gang.name}")
+            continue
+        if terminating(obj):
+            continue
+        expected_refs = set()
+        for group in gang.pod_groups:
+            pclq = view.pclqs.get(group.name)
+            if pclq is not None and not terminating(pclq):
+                expected_refs |= {name_of(p) for p in view.live_pods_of(pclq)}
+        if references.get(gang.name, set()) != expected_refs or _podgroups_differ(obj, gang):
+            found.append(f"PodGang {gang.name} references are stale")
+    planned_gangs = {g.name for g in plan.pod_gangs}
+    for name, gang_obj in view.gangs.items():
+        if name not in planned_gangs and ours(gang_obj) and not terminating(gang_obj):
+            found.append(f"surplus PodGang {name}")
+    return found
+
+
+def _podgroups_differ(gang_obj: JSON, gang_plan: object) -> bool:
+    groups = (gang_obj.get("spec") or {}).get("podgroups") or []
+    have = {(g.get("name"), g.get("minReplicas")) for g in groups}
+    want = {(g.name, g.min_replicas) for g in gang_plan.pod_groups}  # type: ignore[attr-defined]
+    return have != want
+
+
+def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
+    plan = spec.plan
+    return ReplicaSnapshot(
+        read_at=datetime.now(UTC),
+        pcs_state=spec.state,
+        pcs_generation=spec.generation,
+        wanted_replicas=spec.wanted_replicas,
+        problems=spec.problems,
+        topology=plan.topology() if plan is not None else None,
+        release_after=scaled_release_after(spec.pcs) if spec.pcs is not None else "Scheduled",
+        cliques=clique_states(view),
+        drift=tuple(drift(view, plan)) if plan is not None else (),
+    )

@@ -1,0 +1,149 @@
+"""The worker process: workflows and activities on one task queue, the reconciler kept running, and the watcher
+under leader election. All wiring lives here (samples-python style); every other module is one concern."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client, TLSConfig
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.kubeapi import Kube
+from activities.reconcile import ReconcileActivities
+from activities.replica import ReplicaActivities
+from worker.config import TemporalSettings, WorkerSettings
+from worker.kube import api_client
+from worker.leader import LeaseElector
+from worker.watcher import Watcher
+from workflows.ids import reconciler_workflow_id
+from workflows.messages import ReconcilerInput
+from workflows.reconciler import ReconcilerWorkflow
+from workflows.replica import ReplicaWorkflow
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow]
+
+
+async def connect(settings: TemporalSettings) -> Client:
+    tls: TLSConfig | bool = settings.tls
+    if settings.tls_ca_path or settings.tls_cert_path:
+        tls = TLSConfig(
+            server_root_ca_cert=_read(settings.tls_ca_path),
+            client_cert=_read(settings.tls_cert_path),
+            client_private_key=_read(settings.tls_key_path),
+            domain=settings.tls_server_name,
+        )
+    return await Client.connect(
+        settings.address,
+        namespace=settings.namespace,
+        data_converter=pydantic_data_converter,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        tls=tls,
+    )
+
+
+def _read(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def activities_for(kube: Kube, client: Client) -> list[Callable[..., Any]]:
+    replica = ReplicaActivities(kube)
+    reconcile = ReconcileActivities(kube, client)
+    return [
+        replica.observe_replica,
+        replica.ensure_replica,
+        replica.release_gates,
+        replica.terminate_gang,
+        replica.delete_replica,
+        replica.mirror_status,
+        replica.record_event,
+        reconcile.sync_pcs_batch,
+        reconcile.sweep_replica_workflows,
+    ]
+
+
+@dataclass
+class RunningWorker:
+    settings: WorkerSettings
+    client: Client
+    kube: Kube
+    worker: Worker
+    elector: LeaseElector | None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.elector is not None and self.elector.is_leader
+
+
+async def ensure_reconciler(client: Client, settings: WorkerSettings) -> None:
+    await client.start_workflow(
+        ReconcilerWorkflow.run,
+        ReconcilerInput(
+            namespace=settings.watch_namespace,
+            task_queue=settings.task_queue,
+            full_pass_every=settings.reconcile_every,
+            replica_safety_resync=settings.replica_safety_resync,
+        ),
+        id=reconciler_workflow_id(settings.watch_namespace),
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary="grove-temporal reconciler: one replica workflow per wanted PodCliqueSet replica",
+    )
+
+
+async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: Client | None = None) -> None:
+    """Run until `stop` is set, then drain: in-flight activities get `graceful_shutdown` to finish."""
+    client = client or await connect(settings.temporal)
+    kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + 8))
+    with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
+        worker = Worker(
+            client,
+            task_queue=settings.task_queue,
+            workflows=WORKFLOWS,
+            activities=activities_for(kube, client),
+            activity_executor=executor,
+            max_concurrent_activities=settings.max_concurrent_activities,
+            max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+            graceful_shutdown_timeout=settings.graceful_shutdown,
+            identity=settings.identity,
+        )
+        elector = None
+        background: list[asyncio.Task[None]] = []
+        if settings.watcher:
+            watcher = Watcher(kube, client, namespace=settings.watch_namespace,
+                              resync_seconds=settings.watch_resync.total_seconds())
+            elector = LeaseElector(kube, namespace=settings.leader_election_namespace,
+                                   name=settings.leader_lease_name, identity=settings.identity)
+            background.append(asyncio.create_task(elector.run(watcher.run, stop)))
+        running = RunningWorker(settings, client, kube, worker, elector)
+        if settings.http_port is not None:
+            from worker.http import serve
+
+            background.append(asyncio.create_task(serve(running, settings.http_port, stop)))
+        worker_task = asyncio.create_task(worker.run())
+        try:
+            await ensure_reconciler(client, settings)
+            log.info("worker %s running on task queue %s", settings.identity, settings.task_queue)
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait([worker_task, stopped], return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+        finally:
+            stop.set()
+            if not worker_task.done():
+                await worker.shutdown()
+            await asyncio.gather(worker_task, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            kube.api_client.close()

@@ -1,0 +1,58 @@
+"""`grove-temporal worker`: run workflows, activities and the watcher against an existing cluster and Temporal."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)
+
+
+def worker(
+    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig file (default: $KUBECONFIG, in-cluster)")] = None,
+    temporal_address: Annotated[str | None, typer.Option(help="host:port (default: $TEMPORAL_ADDRESS)")] = None,
+    temporal_namespace: Annotated[str | None, typer.Option(help="default: $TEMPORAL_NAMESPACE or 'default'")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="drive PodCliqueSets of this namespace only")
+    ] = None,
+    task_queue: Annotated[str | None, typer.Option(help="default: grove-temporal")] = None,
+    http_port: Annotated[int | None, typer.Option(help="serve /metrics, /healthz, /readyz here")] = None,
+    watcher: Annotated[bool, typer.Option(help="run the watcher (leader-elected among workers)")] = True,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    log_format: Annotated[str, typer.Option(help="json or text")] = "text",
+) -> None:
+    """Run a worker: replica workflows, the reconciler, their activities and the watcher."""
+    import asyncio
+    import signal
+
+    from worker.app import run_worker
+    from worker.config import WorkerSettings
+    from worker.logs import configure_logging
+
+    configure_logging(log_level, log_format)
+    settings = WorkerSettings()
+    updates: dict[str, object] = {"watcher": watcher}
+    if kubeconfig:
+        updates["kubeconfig"] = kubeconfig
+    if namespace:
+        updates["watch_namespace"] = namespace
+    if task_queue:
+        updates["task_queue"] = task_queue
+    if http_port is not None:
+        updates["http_port"] = http_port
+    temporal = settings.temporal.model_copy(
+        update={k: v for k, v in {"address": temporal_address, "namespace": temporal_namespace}.items() if v}
+    )
+    settings = settings.model_copy(update={**updates, "temporal": temporal})
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker(settings, stop)
+
+    asyncio.run(main())

@@ -1,0 +1,51 @@
+"""Worker configuration: one model, filled from CLI flags and GROVE_TEMPORAL_* / TEMPORAL_* environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+
+from pydantic import BaseModel, Field, SecretStr
+
+from workflows.ids import DEFAULT_TASK_QUEUE
+
+
+class TemporalSettings(BaseModel):
+    address: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
+    namespace: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_NAMESPACE", "default"))
+    api_key: SecretStr | None = Field(
+        default_factory=lambda: SecretStr(v) if (v := os.environ.get("TEMPORAL_API_KEY")) else None
+    )
+    tls: bool = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS", "").lower() in ("1", "true", "yes"))
+    tls_ca_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_CA") or None)
+    tls_cert_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_CERT") or None)
+    tls_key_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_KEY") or None)
+    tls_server_name: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_SERVER_NAME") or None)
+
+
+class WorkerSettings(BaseModel):
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    kubeconfig: str | None = Field(default_factory=lambda: os.environ.get("KUBECONFIG") or None)
+    task_queue: str = Field(default_factory=lambda: os.environ.get("GROVE_TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE))
+    watch_namespace: str | None = Field(
+        default_factory=lambda: os.environ.get("GROVE_TEMPORAL_WATCH_NAMESPACE") or None,
+        description="drive PodCliqueSets of this namespace only; None for all namespaces",
+    )
+    identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    activity_threads: int = Field(default=64, ge=1, le=1024)
+    max_concurrent_activities: int = Field(default=200, ge=1)
+    max_concurrent_workflow_tasks: int = Field(default=100, ge=1)
+    watcher: bool = Field(default=True, description="run the watcher (under leader election)")
+    leader_election_namespace: str = Field(
+        default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE", "default")
+    )
+    leader_lease_name: str = "grove-temporal-watcher"
+    watch_resync: timedelta = timedelta(minutes=30)
+    reconcile_every: timedelta = timedelta(minutes=10)
+    replica_safety_resync: timedelta = timedelta(hours=6)
+    http_port: int | None = Field(
+        default_factory=lambda: int(p) if (p := os.environ.get("GROVE_TEMPORAL_HTTP_PORT")) else None,
+        description="serve /metrics, /healthz and /readyz on this port; None to disable",
+    )
+    graceful_shutdown: timedelta = timedelta(seconds=20)

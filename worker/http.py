@@ -1,0 +1,80 @@
+"""The worker's HTTP endpoint: /metrics (Prometheus), /healthz (liveness) and /readyz (readiness).
+
+Liveness only says the event loop answers (restarting a worker that is merely cut off from Temporal would not
+help); readiness says Temporal and Kubernetes both answer, checked at most every few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from worker.app import RunningWorker
+
+log = logging.getLogger(__name__)
+CHECK_TTL = 5.0
+
+
+class _Readiness:
+    def __init__(self, running: RunningWorker) -> None:
+        self.running = running
+        self.checked_at = 0.0
+        self.result: dict[str, str] = {}
+
+    async def check(self) -> dict[str, str]:
+        if time.monotonic() - self.checked_at < CHECK_TTL:
+            return self.result
+        result: dict[str, str] = {}
+        try:
+            await asyncio.wait_for(self.running.client.service_client.check_health(), timeout=3)
+            result["temporal"] = "ok"
+        except Exception as exc:
+            result["temporal"] = f"unreachable: {type(exc).__name__}"
+        healthy = await asyncio.to_thread(self.running.kube.healthy)
+        result["kubernetes"] = "ok" if healthy else "unreachable"
+        result["worker"] = "ok" if self.running.worker.is_running else "not running"
+        result["watcher"] = "leader" if self.running.is_leader else "standby"
+        self.result, self.checked_at = result, time.monotonic()
+        return result
+
+
+async def serve(running: RunningWorker, port: int, stop: asyncio.Event, host: str = "0.0.0.0") -> None:
+    readiness = _Readiness(running)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request_line = (await asyncio.wait_for(reader.readline(), timeout=5)).decode(errors="replace")
+            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                pass
+            path = request_line.split(" ")[1] if " " in request_line else "/"
+            if path.startswith("/metrics"):
+                status, body, ctype = 200, generate_latest(), CONTENT_TYPE_LATEST
+            elif path.startswith("/healthz"):
+                status, body, ctype = 200, b"ok\n", "text/plain"
+            elif path.startswith("/readyz"):
+                checks = await readiness.check()
+                healthy = all(v in ("ok", "leader", "standby") for v in checks.values())
+                status, body, ctype = (200 if healthy else 503), json.dumps(checks).encode(), "application/json"
+            else:
+                status, body, ctype = 404, b"not found\n", "text/plain"
+            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
+            writer.write(
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode() + body
+            )
+            await writer.drain()
+        except Exception as exc:  # a broken client must not take the endpoint down
+            log.debug("http: %s", exc)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, host, port)
+    log.info("serving /metrics /healthz /readyz on %s:%d", host, port)
+    async with server:
+        await stop.wait()

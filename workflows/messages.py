@@ -1,0 +1,313 @@
+"""Every value that crosses the workflow boundary: workflow inputs, activity inputs and results, signals, updates
+and queries. Small pydantic models (they travel through temporalio.contrib.pydantic's converter and are stored in
+history), no Kubernetes types: activities translate Kubernetes objects into these compact shapes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from grove.evaluate import ReplicaMemory
+from grove.release import ReleaseAfter
+from grove.termination import Scope
+from grove.topology import ReplicaTopology
+from workflows.ids import replica_workflow_id
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- identity --------------------------------------------------------------------------------------------------
+class ReplicaRef(Message):
+    namespace: str
+    pcs: str
+    pcs_uid: str
+    replica: int = Field(ge=0)
+
+    @property
+    def workflow_id(self) -> str:
+        return replica_workflow_id(self.namespace, self.pcs, self.pcs_uid, self.replica)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pcs}[{self.replica}]"
+
+
+# --- observation -----------------------------------------------------------------------------------------------
+class PcsState(StrEnum):
+    PRESENT = "Present"
+    ABSENT = "Absent"  # gone: deleted, objects follow through owner references
+    REPLACED = "Replaced"  # same name, different UID: a new PCS that is not ours to drive
+    DELETING = "Deleting"  # deletionTimestamp set
+
+
+class CliqueState(Message):
+    """One existing PodClique as read from the cluster (pods that are terminating are not counted)."""
+
+    uid: str
+    terminating: bool = False
+    pods: int = 0
+    ready: int = 0
+    scheduled: int = 0
+    gated: int = Field(default=0, description="pods carrying grove.io/podgang-pending-creation")
+    releasable: dict[str, str] = Field(
+        default_factory=dict, description="gated pods already referenced by their PodGang: name -> UID"
+    )
+
+
+class ReplicaSnapshot(Message):
+    """One replica as an activity read it, in one call."""
+
+    read_at: AwareDatetime = Field(description="activity clock, for humans; decisions use workflow time")
+    pcs_state: PcsState
+    pcs_generation: int = 0
+    wanted_replicas: int = 0
+    problems: tuple[str, ...] = Field(default=(), description="validation problems; empty when the spec is valid")
+    topology: ReplicaTopology | None = Field(default=None, description="from the current spec when valid")
+    release_after: ReleaseAfter = "Scheduled"
+    cliques: dict[str, CliqueState] = Field(default_factory=dict, description="existing PodCliques by name")
+    drift: tuple[str, ...] = Field(
+        default=(), description="what materialising would change: missing or surplus objects, stale references"
+    )
+
+    @property
+    def valid(self) -> bool:
+        return self.pcs_state is PcsState.PRESENT and not self.problems and self.topology is not None
+
+
+class EnsureResult(Message):
+    created: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    snapshot: ReplicaSnapshot
+
+
+class ReleaseRequest(Message):
+    ref: ReplicaRef
+    pods: dict[str, str] = Field(description="pod name -> UID; the gate is removed only from that very pod")
+    gang_kind: str = Field(description="base | scaled, for the event and metrics")
+    gangs: tuple[str, ...] = ()
+
+
+class ReleaseResult(Message):
+    released: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = Field(default=(), description="gone, replaced, or no longer gated by us")
+
+
+class TerminateRequest(Message):
+    ref: ReplicaRef
+    scope: Scope
+    scaling_group: str | None = None
+    scaling_group_replica: int | None = None
+    cliques: dict[str, str] = Field(description="PCLQ name -> UID of the incarnation to delete")
+    pod_gangs: tuple[str, ...] = Field(default=(), description="PodGangs to delete with them")
+    reason: str
+    forced: bool = False
+    breach_start: AwareDatetime | None = None
+    delay: timedelta | None = None
+    deadline: AwareDatetime
+
+
+class TerminateResult(Message):
+    deleted: tuple[str, ...] = ()
+    already_gone: tuple[str, ...] = ()
+    at: AwareDatetime = Field(description="activity clock when the deletes were issued")
+
+
+class ConditionMirror(Message):
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class ObjectStatusMirror(Message):
+    """The status subresource content for one PCLQ or PCSG (DESIGN §4.8)."""
+
+    kind: str  # PodClique | PodCliqueScalingGroup
+    name: str
+    uid: str | None = None
+    fields: dict[str, int] = Field(default_factory=dict)
+    conditions: tuple[ConditionMirror, ...] = ()
+
+
+class MirrorRequest(Message):
+    ref: ReplicaRef
+    objects: tuple[ObjectStatusMirror, ...]
+    pcs_available_changed: bool = False
+
+
+class EventRequest(Message):
+    ref: ReplicaRef
+    reason: str
+    message: str
+    type: str = "Normal"  # Normal | Warning
+
+
+class DeleteReplicaResult(Message):
+    deleted: tuple[str, ...] = ()
+    skipped_reason: str = Field(default="", description="why nothing was deleted, if so")
+
+
+# --- operator controls -----------------------------------------------------------------------------------------
+class PauseRequest(Message):
+    reason: str = ""
+
+
+class ForceTerminateRequest(Message):
+    """Terminate now, regardless of delay or pause. No scaling group: the whole PCS replica."""
+
+    reason: str = Field(default="", max_length=1024)
+    scaling_group: str | None = Field(default=None, description="PCSG object name ('p-0-sg') or config name ('sg')")
+    scaling_group_replica: int | None = None
+
+
+class ControlResult(Message):
+    accepted: bool
+    message: str
+    termination: TerminationRecord | None = None
+
+
+# --- memory carried across continue-as-new ---------------------------------------------------------------------
+class TerminationRecord(Message):
+    incarnation: int = Field(description="replica incarnation that was terminated (1-based)")
+    at: AwareDatetime = Field(description="workflow time the deletes were issued")
+    scope: Scope
+    scaling_group: str | None = None
+    scaling_group_replica: int | None = None
+    cliques: tuple[str, ...]
+    reason: str
+    forced: bool = False
+    breach_start: AwareDatetime | None = None
+    delay: timedelta | None = None
+    deadline: AwareDatetime
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"  # first observation not done yet
+    INVALID = "Invalid"  # the spec does not validate; nothing is created or deleted until it does
+    CREATING = "Creating"  # objects missing, materialising
+    SCHEDULING = "Scheduling"  # waiting for the base gang to be scheduled
+    STARTING = "Starting"  # scheduled, not every PodClique available yet
+    AVAILABLE = "Available"
+    BREACHED = "Breached"  # a breach is counting down (or held by pause)
+    TERMINATING = "Terminating"
+    SCALED_IN = "ScaledIn"  # terminal
+    DELETED = "Deleted"  # terminal
+
+
+class ReplicaCarry(Message):
+    """Workflow state that survives continue-as-new."""
+
+    topology: ReplicaTopology | None = None
+    release_after: ReleaseAfter = "Scheduled"
+    memory: ReplicaMemory = Field(default_factory=ReplicaMemory)
+    paused: bool = False
+    pause_reason: str = ""
+    incarnation: int = 1
+    terminations: tuple[TerminationRecord, ...] = ()
+    terminations_total: int = 0
+    mirrored: dict[str, str] = Field(default_factory=dict, description="object name -> digest last mirrored")
+    replica_available: bool | None = None
+    phase: Phase = Phase.PENDING
+    base_released_at: AwareDatetime | None = None
+    scaled_released_at: AwareDatetime | None = None
+    runs: int = Field(default=1, description="how many runs (continue-as-new generations) this replica has had")
+
+
+class ReplicaInput(Message):
+    ref: ReplicaRef
+    carry: ReplicaCarry | None = None
+    safety_resync: timedelta = Field(
+        default=timedelta(hours=6),
+        description="re-read even without a nudge after this long (the watcher's resync is the main path)",
+    )
+    history_event_limit: int = Field(
+        default=10_000, description="continue-as-new past this many events even if the server does not suggest it"
+    )
+
+
+class ReplicaOutcome(Message):
+    phase: Phase
+    message: str
+    terminations_total: int
+
+
+# --- query ---------------------------------------------------------------------------------------------------
+class CliqueStatus(Message):
+    name: str
+    present: bool
+    pods: int
+    ready: int
+    scheduled: int
+    gated: int
+    min_available: int
+    was_available: bool
+    breached: str = Field(description="MinAvailableBreached status: True | False | Unknown")
+    reason: str
+    breach_start: datetime | None = None
+
+
+class DeadlineStatus(Message):
+    scope: Scope
+    target: str
+    breach_start: datetime
+    delay: timedelta
+    due_at: datetime
+    cause: str
+
+
+class ReplicaStatus(Message):
+    ref: ReplicaRef
+    phase: Phase
+    paused: bool
+    pause_reason: str = ""
+    incarnation: int
+    problems: tuple[str, ...] = ()
+    cliques: tuple[CliqueStatus, ...] = ()
+    deadlines: tuple[DeadlineStatus, ...] = ()
+    base_gang_ready: bool = False
+    waiting_for: tuple[str, ...] = ()
+    terminations: tuple[TerminationRecord, ...] = ()
+    terminations_total: int = 0
+    rejected: tuple[str, ...] = Field(default=(), description="recent control requests that were rejected, why")
+    observed_at: datetime | None = None
+    runs: int = 1
+
+
+# --- reconciler --------------------------------------------------------------------------------------------------
+class ReconcilerInput(Message):
+    namespace: str | None = Field(default=None, description="watch one namespace; None for all")
+    task_queue: str
+    batch_size: int = Field(default=200, ge=1, le=1000)
+    full_pass_every: timedelta = timedelta(minutes=10)
+    pending: tuple[tuple[str, str], ...] = Field(default=(), description="PCS keys carried over continue-as-new")
+    replica_safety_resync: timedelta = timedelta(hours=6)
+
+
+class PcsBatchRequest(Message):
+    namespace: str | None
+    task_queue: str
+    continue_token: str | None = None
+    batch_size: int = 200
+    only: tuple[tuple[str, str], ...] | None = Field(default=None, description="just these (namespace, name)")
+    replica_safety_resync: timedelta = timedelta(hours=6)
+
+
+class PcsBatchResult(Message):
+    continue_token: str | None = None
+    seen: tuple[tuple[str, str], ...] = ()
+    started: tuple[str, ...] = ()
+    nudged: tuple[str, ...] = ()
+    invalid: tuple[str, ...] = ()
+
+
+class OrphanSweepRequest(Message):
+    namespace: str | None
+    seen: tuple[tuple[str, str], ...] = Field(description="every (namespace, name) the full pass listed")
+
+
+ControlResult.model_rebuild()

@@ -1,0 +1,456 @@
+"""The replica workflow: one durable workflow per PodCliqueSet replica (DESIGN §1, §4).
+
+Each round: observe (one activity) → materialise what drifted → release the gates that may go → evaluate
+availability → mirror status → carry out what is due → wait for a nudge, a control or the earliest
+terminationDelay deadline (one durable timer). The memory that matters (was-available per PodClique incarnation,
+breach starts, pause, the termination log) lives in workflow state, so a worker crash, a redeploy or
+continue-as-new cannot reset a timer, forget availability or terminate twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from grove import names
+    from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
+    from grove.release import GateDecision, decide_releases, gang_of
+    from grove.termination import Scope, Termination, forced_termination
+    from grove.topology import ReplicaTopology
+    from workflows import views
+    from workflows.ids import NUDGE_SIGNAL
+    from workflows.messages import (
+        CliqueStatus,
+        ControlResult,
+        DeadlineStatus,
+        DeleteReplicaResult,
+        EnsureResult,
+        ForceTerminateRequest,
+        MirrorRequest,
+        PauseRequest,
+        PcsState,
+        Phase,
+        ReleaseRequest,
+        ReleaseResult,
+        ReplicaCarry,
+        ReplicaInput,
+        ReplicaOutcome,
+        ReplicaSnapshot,
+        ReplicaStatus,
+        TerminateRequest,
+        TerminateResult,
+        TerminationRecord,
+    )
+    from workflows.search import GROVE_PAUSED, GROVE_PHASE
+
+ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                             maximum_interval=timedelta(seconds=30))
+ACTIVITY_TIMEOUT = timedelta(seconds=60)
+RETRY_AFTER_FAILURE = timedelta(seconds=30)
+TERMINATION_LOG_KEPT = 50
+REJECTIONS_KEPT = 10
+
+
+class _Failed(Exception):
+    """An activity failed for good (non-retryable); the round is abandoned and retried later."""
+
+
+@workflow.defn(name="ReplicaWorkflow")
+class ReplicaWorkflow:
+    @workflow.init
+    def __init__(self, input: ReplicaInput) -> None:
+        self.input = input
+        self.ref = input.ref
+        carry = input.carry or ReplicaCarry()
+        self.topology: ReplicaTopology | None = carry.topology
+        self.release_after = carry.release_after
+        self.memory = carry.memory
+        self.paused = carry.paused
+        self.pause_reason = carry.pause_reason
+        self.incarnation = carry.incarnation
+        self.terminations: deque[TerminationRecord] = deque(carry.terminations, maxlen=TERMINATION_LOG_KEPT)
+        self.terminations_total = carry.terminations_total
+        self.mirrored = dict(carry.mirrored)
+        self.replica_available = carry.replica_available
+        self.phase = carry.phase
+        self.base_released_at = carry.base_released_at
+        self.scaled_released_at = carry.scaled_released_at
+        self.runs = carry.runs
+        # transient: rebuilt by the next observation
+        self._nudged = True
+        self._forced: deque[tuple[int, ForceTerminateRequest]] = deque()
+        self._results: dict[int, ControlResult] = {}
+        self._tickets = 0
+        self._rejected: deque[str] = deque(maxlen=REJECTIONS_KEPT)
+        self._snapshot: ReplicaSnapshot | None = None
+        self._evaluation: ReplicaEvaluation | None = None
+        self._gates: GateDecision | None = None
+        self._problems: tuple[str, ...] = ()
+        self._held = False  # invalid spec: create nothing, delete nothing
+        self._retry_after: timedelta | None = None
+        self._search_phase: str | None = None
+        self._search_paused: bool | None = None
+
+    # --- main loop -------------------------------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, input: ReplicaInput) -> ReplicaOutcome:
+        while True:
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._next_input())
+            self._nudged = False
+            self._retry_after = None
+            try:
+                outcome = await self._round()
+            except _Failed:
+                outcome = None
+                self._retry_after = RETRY_AFTER_FAILURE
+            if outcome is not None:
+                self._reject_queued("the replica workflow has completed")
+                self._set_phase(outcome.phase)
+                self._render()
+                return outcome
+            self._render()
+            await self._wait()
+
+    async def _round(self) -> ReplicaOutcome | None:
+        snapshot = await self._activity("observe_replica", self.ref, ReplicaSnapshot, f"observe {self.ref}")
+        if snapshot.pcs_state is not PcsState.PRESENT:
+            return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
+                                                "away through owner references")
+        if self.ref.replica >= snapshot.wanted_replicas:
+            result = await self._activity("delete_replica", self.ref, DeleteReplicaResult,
+                                          f"scale in: replica {self.ref.replica} no longer wanted")
+            if not result.skipped_reason:
+                return self._outcome(Phase.SCALED_IN, f"spec.replicas={snapshot.wanted_replicas}; "
+                                                      f"deleted {len(result.deleted)} objects")
+            self._nudged = True  # wanted again: look once more
+            return None
+        snapshot = await self._materialise(snapshot)
+        self._snapshot = snapshot
+        topology = self.topology
+        if topology is None:  # never had a valid spec: nothing exists, nothing to drive
+            self._set_phase(Phase.INVALID)
+            return None
+        await self._release_gates(topology, snapshot)
+        evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
+        self.memory = evaluation.memory
+        self._evaluation = evaluation
+        await self._mirror(topology, snapshot, evaluation)
+        termination = self._next_termination(topology, evaluation)
+        if termination is not None:
+            await self._terminate(topology, snapshot, termination)
+            self._nudged = True  # look again at once: recreate, and see what is left
+        self._set_phase(self._phase_of(snapshot, evaluation))
+        return None
+
+    def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
+        workflow.logger.info("replica workflow completes: %s: %s", phase.value, message)
+        return ReplicaOutcome(phase=phase, message=message, terminations_total=self.terminations_total)
+
+    async def _wait(self) -> None:
+        timeout: timedelta | None = self.input.safety_resync
+        summary = "safety resync"
+        deadlines = views.deadline_statuses(self._evaluation) if self._evaluation else ()
+        if self._retry_after is not None:
+            timeout, summary = self._retry_after, "retry after a failed activity"
+        elif deadlines and not self.paused and not self._held:
+            timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
+            summary = views.timer_summary(deadlines)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._nudged or bool(self._forced), timeout=timeout, timeout_summary=summary
+            )
+
+    # --- steps -----------------------------------------------------------------------------------------------------
+    async def _materialise(self, snapshot: ReplicaSnapshot) -> ReplicaSnapshot:
+        if not snapshot.valid:
+            if snapshot.problems != self._problems:
+                workflow.logger.warning("spec invalid, holding replica as it is: %s", "; ".join(snapshot.problems))
+            self._problems, self._held = snapshot.problems, True
+            return snapshot
+        self._problems, self._held = (), False
+        self.topology, self.release_after = snapshot.topology, snapshot.release_after
+        if not snapshot.drift:
+            return snapshot
+        try:
+            result = await self._activity(
+                "ensure_replica", self.ref, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
+                raise_on=("InvalidPodCliqueSet",),
+            )
+        except ApplicationError as err:  # became invalid between observe and ensure
+            self._problems, self._held = (str(err.message),), True
+            return snapshot
+        if result.created or result.deleted or result.updated:
+            workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
+                                 len(result.updated), len(result.deleted), list(result.deleted))
+        return result.snapshot
+
+    async def _release_gates(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
+        decision = decide_releases(topology, views.gate_states(snapshot), self.release_after)
+        self._gates = decision
+        if self.paused or not decision.pods:
+            return
+        uids = {name: uid for state in snapshot.cliques.values() for name, uid in state.releasable.items()}
+        if decision.base:
+            await self._release(decision.base, uids, "base", (decision.base_gang,))
+            self.base_released_at = self.base_released_at or workflow.now()
+        if decision.scaled:
+            pods = tuple(pod for gang_pods in decision.scaled.values() for pod in gang_pods)
+            await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)))
+            self.scaled_released_at = self.scaled_released_at or workflow.now()
+
+    async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...]) -> None:
+        request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs)
+        await self._activity("release_gates", request, ReleaseResult,
+                             f"release {len(pods)} {kind} pods of {', '.join(gangs)}")
+
+    async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
+                      evaluation: ReplicaEvaluation) -> None:
+        changed = [m for m in views.status_mirrors(topology, snapshot, evaluation)
+                   if self.mirrored.get(m.name) != views.digest(m)]
+        availability_changed = evaluation.replica_available != self.replica_available
+        if not changed and not availability_changed:
+            return
+        request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)
+        await self._activity("mirror_status", request, list, f"mirror status of {len(changed)} objects")
+        self.mirrored.update({m.name: views.digest(m) for m in changed})
+        self.replica_available = evaluation.replica_available
+
+    def _next_termination(self, topology: ReplicaTopology, evaluation: ReplicaEvaluation) -> Termination | None:
+        """Forced requests first (they ignore pause and delay); then what is due, unless paused or held."""
+        while self._forced:
+            ticket, request = self._forced[0]
+            try:
+                return self._forced_plan(topology, request)
+            except ValueError as err:
+                self._forced.popleft()
+                self._results[ticket] = ControlResult(accepted=False, message=str(err))
+                self._rejected.append(f"force_terminate: {err}")
+        if self.paused or self._held or not evaluation.terminations:
+            return None
+        return evaluation.terminations[0]
+
+    async def _terminate(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot, termination: Termination) -> None:
+        self._set_phase(Phase.TERMINATING)
+        uids = {
+            name: state.uid
+            for name in termination.cliques
+            if (state := snapshot.cliques.get(name)) is not None and not state.terminating
+        }
+        if termination.scope is Scope.PCS_REPLICA:
+            gangs = {gang_of(topology, unit) for unit in topology.cliques}
+        else:
+            gangs = {gang_of(topology, unit) for unit in topology.cliques if unit.name in termination.cliques}
+            gangs.discard(names.base_podgang_name(topology.pcs, topology.replica))
+        request = TerminateRequest(
+            ref=self.ref, scope=termination.scope, scaling_group=termination.scaling_group,
+            scaling_group_replica=termination.scaling_group_replica, cliques=uids, pod_gangs=tuple(sorted(gangs)),
+            reason=termination.reason, forced=termination.forced, breach_start=termination.breach_start,
+            delay=termination.delay, deadline=termination.deadline,
+        )
+        what = termination.scope.value + (
+            f" {termination.scaling_group}[{termination.scaling_group_replica}]" if termination.scaling_group else ""
+        )
+        await self._activity("terminate_gang", request, TerminateResult, f"gang-terminate {what}")
+        record = TerminationRecord(
+            incarnation=self.incarnation, at=workflow.now(), scope=termination.scope,
+            scaling_group=termination.scaling_group, scaling_group_replica=termination.scaling_group_replica,
+            cliques=termination.cliques, reason=termination.reason, forced=termination.forced,
+            breach_start=termination.breach_start, delay=termination.delay, deadline=termination.deadline,
+        )
+        self.memory = forget_terminated(self.memory, termination)
+        for name in termination.cliques:
+            self.mirrored.pop(name, None)
+        self.terminations.append(record)
+        self.terminations_total += 1
+        if termination.scope is Scope.PCS_REPLICA:
+            self.incarnation += 1
+            self.base_released_at = self.scaled_released_at = None
+        if termination.forced and self._forced:
+            ticket, _ = self._forced.popleft()
+            self._results[ticket] = ControlResult(accepted=True, message=f"terminated {what}", termination=record)
+        workflow.logger.warning("gang-terminated %s: %s", what, termination.reason)
+
+    # --- phase, search attributes, UI --------------------------------------------------------------------------------
+    def _phase_of(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> Phase:
+        if self._held:
+            return Phase.INVALID
+        if evaluation.deadlines or (evaluation.terminations and (self.paused or self._held)):
+            return Phase.BREACHED
+        if snapshot.drift or any(not h.present for h in evaluation.cliques.values()):
+            return Phase.CREATING
+        if self._gates is not None and not self._gates.base_gang_ready:
+            return Phase.SCHEDULING
+        if evaluation.replica_available and all(h.available for h in evaluation.cliques.values()):
+            return Phase.AVAILABLE
+        return Phase.STARTING
+
+    def _set_phase(self, phase: Phase) -> None:
+        self.phase = phase
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if self._search_phase != phase.value:
+            updates.append(GROVE_PHASE.value_set(phase.value))
+            self._search_phase = phase.value
+        if self._search_paused != self.paused:
+            updates.append(GROVE_PAUSED.value_set(self.paused))
+            self._search_paused = self.paused
+        if updates:
+            workflow.upsert_search_attributes(updates)
+
+    def _render(self) -> None:
+        status = self.status()
+        workflow.set_current_details(
+            views.details_markdown(
+                phase=self.phase.value, paused=self.paused, pause_reason=self.pause_reason,
+                incarnation=self.incarnation, problems=self._problems, cliques=status.cliques,
+                deadlines=status.deadlines, gates=self._gates,
+                last_termination=self.terminations[-1] if self.terminations else None,
+                terminations_total=self.terminations_total,
+            )
+        )
+
+    # --- activities ----------------------------------------------------------------------------------------------
+    async def _activity(self, name: str, arg: Any, result_type: type, summary: str,
+                        raise_on: tuple[str, ...] = ()) -> Any:
+        try:
+            return await workflow.execute_activity(
+                name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
+                retry_policy=ACTIVITY_RETRY, summary=summary[:200],
+            )
+        except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type in raise_on:
+                raise cause from err
+            message = str(cause.message if isinstance(cause, ApplicationError) else cause or err)
+            workflow.logger.error("activity %s failed: %s", name, message)
+            self._problems = (f"{name}: {message}",)
+            raise _Failed(message) from err
+
+    # --- continue-as-new -------------------------------------------------------------------------------------------
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.input.history_event_limit
+
+    def _next_input(self) -> ReplicaInput:
+        carry = ReplicaCarry(
+            topology=self.topology, release_after=self.release_after, memory=self.memory, paused=self.paused,
+            pause_reason=self.pause_reason, incarnation=self.incarnation, terminations=tuple(self.terminations),
+            terminations_total=self.terminations_total, mirrored=self.mirrored,
+            replica_available=self.replica_available, phase=self.phase, base_released_at=self.base_released_at,
+            scaled_released_at=self.scaled_released_at, runs=self.runs + 1,
+        )
+        return self.input.model_copy(update={"carry": carry})
+
+    # --- messages ----------------------------------------------------------------------------------------------------
+    @workflow.signal(name=NUDGE_SIGNAL)
+    def nudge(self) -> None:
+        """Something this replica cares about changed in Kubernetes: look again."""
+        self._nudged = True
+
+    @workflow.signal(name="pause")
+    def pause(self, request: PauseRequest | None = None) -> None:
+        self._pause(request or PauseRequest())
+
+    @workflow.signal(name="resume")
+    def resume(self) -> None:
+        self._resume()
+
+    @workflow.signal(name="force_terminate")
+    def force_terminate(self, request: ForceTerminateRequest) -> None:
+        try:
+            self._validate_force(request)
+        except ValueError as err:
+            self._rejected.append(f"force_terminate: {err}")
+            workflow.logger.warning("force_terminate signal rejected: %s", err)
+            return
+        self._enqueue_force(request)
+
+    @workflow.update(name="pause")
+    def pause_update(self, request: PauseRequest) -> ControlResult:
+        was = self.paused
+        self._pause(request)
+        return ControlResult(accepted=True, message="already paused" if was else "paused")
+
+    @workflow.update(name="resume")
+    def resume_update(self) -> ControlResult:
+        was = self.paused
+        self._resume()
+        return ControlResult(accepted=True, message="resumed" if was else "was not paused")
+
+    @workflow.update(name="force_terminate")
+    async def force_terminate_update(self, request: ForceTerminateRequest) -> ControlResult:
+        ticket = self._enqueue_force(request)
+        await workflow.wait_condition(lambda: ticket in self._results)
+        return self._results.pop(ticket)
+
+    @force_terminate_update.validator
+    def _validate_force_update(self, request: ForceTerminateRequest) -> None:
+        self._validate_force(request)
+
+    @workflow.query(name="status")
+    def status(self) -> ReplicaStatus:
+        cliques: tuple[CliqueStatus, ...] = ()
+        deadlines: tuple[DeadlineStatus, ...] = ()
+        if self.topology is not None and self._snapshot is not None and self._evaluation is not None:
+            cliques = views.clique_statuses(self.topology, self._snapshot, self._evaluation)
+            deadlines = views.deadline_statuses(self._evaluation)
+        return ReplicaStatus(
+            ref=self.ref, phase=self.phase, paused=self.paused, pause_reason=self.pause_reason,
+            incarnation=self.incarnation, problems=self._problems, cliques=cliques, deadlines=deadlines,
+            base_gang_ready=bool(self._gates and self._gates.base_gang_ready),
+            waiting_for=self._gates.waiting_for if self._gates else (),
+            terminations=tuple(self.terminations), terminations_total=self.terminations_total,
+            rejected=tuple(self._rejected),
+            observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.runs,
+        )
+
+    # --- control helpers -------------------------------------------------------------------------------------------
+    def _pause(self, request: PauseRequest) -> None:
+        if not self.paused:
+            workflow.logger.info("paused: %s", request.reason or "(no reason given)")
+        self.paused, self.pause_reason = True, request.reason
+        self._set_phase(self.phase)
+        self._render()
+
+    def _resume(self) -> None:
+        if self.paused:
+            workflow.logger.info("resumed")
+        self.paused, self.pause_reason = False, ""
+        self._nudged = True  # act at once on anything that expired while paused
+        self._set_phase(self.phase)
+
+    def _validate_force(self, request: ForceTerminateRequest) -> None:
+        if self.topology is None:
+            raise ValueError(f"replica {self.ref} has no valid spec yet: there is nothing to terminate")
+        self._forced_plan(self.topology, request)
+
+    def _forced_plan(self, topology: ReplicaTopology, request: ForceTerminateRequest) -> Termination:
+        scaling_group = request.scaling_group
+        if scaling_group is not None:
+            for group in topology.scaling_groups:
+                if scaling_group in (group.name, group.config_name):
+                    scaling_group = group.name
+                    break
+        if request.scaling_group is None and request.scaling_group_replica is not None:
+            raise ValueError("scaling_group_replica given without scaling_group")
+        return forced_termination(topology, workflow.now(), request.reason or "no reason given", scaling_group,
+                                  request.scaling_group_replica)
+
+    def _enqueue_force(self, request: ForceTerminateRequest) -> int:
+        self._tickets += 1
+        self._forced.append((self._tickets, request))
+        return self._tickets
+
+    def _reject_queued(self, why: str) -> None:
+        while self._forced:
+            ticket, _ = self._forced.popleft()
+            self._results[ticket] = ControlResult(accepted=False, message=why)
