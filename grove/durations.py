@@ -40,7 +40,7 @@ def parse_duration(text: str) -> timedelta:
         raise DurationError(f"must be {DURATION_HINT}, not {type(text).__name__}")
     body = text
     sign = 1
-    if body[:1] in "+-":
+    if body and body[0] in "+-":
         sign = -1 if body[0] == "-" else 1
         body = body[1:]
     if body == "0":

@@ -322,9 +322,11 @@ def _collision_problems(
         if clique.name in cliques and clique.name not in grouped and clique.name not in standalone_seen:
             standalone_seen.add(clique.name)  # duplicates are reported by the clique rules already
             yield from claim(clique.name, f"cliques[{index}]", f"spec.template.cliques[{index}].name")
+    groups_seen: set[str] = set()
     for index, group in enumerate(pcs.spec.template.pod_clique_scaling_groups):
-        if _label_problem("", group.name) is not None:
+        if _label_problem("", group.name) is not None or group.name in groups_seen:
             continue
+        groups_seen.add(group.name)
         owner = f"podCliqueScalingGroups[{index}]"
         path = f"spec.template.podCliqueScalingGroups[{index}].name"
         yield from claim(group.name, owner, path)
