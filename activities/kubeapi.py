@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client
 
 JSON = dict[str, Any]
@@ -242,8 +243,11 @@ class Kube:
         resource_version: str,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        on_open: Callable[[Any], None] | None = None,
     ) -> Iterator[JSON]:
-        """Watch events ({"type", "object"}) from `resource_version` until the server closes the stream."""
+        """Watch events ({"type", "object"}) from `resource_version` until the server closes the stream.
+
+        on_open receives the open HTTP response: closing it from another thread ends the watch promptly."""
         raw = self._request(
             "GET",
             resource.path(namespace),
@@ -257,6 +261,8 @@ class Kube:
             timeout=(10.0, timeout_seconds + 30.0),
             stream=True,
         )
+        if on_open is not None:
+            on_open(raw)
         try:
             buffer = b""
             for chunk in raw.stream(65536, decode_content=True):
@@ -265,6 +271,8 @@ class Kube:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError, OSError) as exc:
+            raise KubeError(0, f"watch stream broken: {type(exc).__name__}") from exc
         finally:
             raw.release_conn()
 

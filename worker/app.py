@@ -113,7 +113,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
             workflows=WORKFLOWS,
             activities=activities_for(kube, client),
             activity_executor=executor,
-            max_concurrent_activities=settings.max_concurrent_activities,
+            max_concurrent_activities=settings.activity_threads,
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             graceful_shutdown_timeout=settings.graceful_shutdown,
             identity=settings.identity,
@@ -123,8 +123,8 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
         if settings.watcher:
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
                               resync_seconds=settings.watch_resync.total_seconds())
-            elector = LeaseElector(kube, namespace=settings.leader_election_namespace,
-                                   name=settings.leader_lease_name, identity=settings.identity)
+            elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
+                                   identity=settings.identity)
             background.append(asyncio.create_task(elector.run(watcher.run, stop)))
         running = RunningWorker(settings, client, kube, worker, elector)
         if settings.http_port is not None:

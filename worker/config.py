@@ -34,13 +34,12 @@ class WorkerSettings(BaseModel):
     )
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     activity_threads: int = Field(default=64, ge=1, le=1024)
-    max_concurrent_activities: int = Field(default=200, ge=1)
     max_concurrent_workflow_tasks: int = Field(default=100, ge=1)
     watcher: bool = Field(default=True, description="run the watcher (under leader election)")
-    leader_election_namespace: str = Field(
-        default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE", "default")
+    leader_election_namespace: str | None = Field(
+        default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,
+        description="where the watcher's Lease lives; default: the watched namespace, else 'default'",
     )
-    leader_lease_name: str = "grove-temporal-watcher"
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
     replica_safety_resync: timedelta = timedelta(hours=6)
@@ -49,3 +48,12 @@ class WorkerSettings(BaseModel):
         description="serve /metrics, /healthz and /readyz on this port; None to disable",
     )
     graceful_shutdown: timedelta = timedelta(seconds=20)
+
+    @property
+    def lease_namespace(self) -> str:
+        return self.leader_election_namespace or self.watch_namespace or "default"
+
+    @property
+    def lease_name(self) -> str:
+        """One watcher per watched scope: workers of different scopes must not share a lease."""
+        return "grove-temporal-watcher" + (f"-{self.watch_namespace}" if self.watch_namespace else "")

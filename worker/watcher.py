@@ -12,6 +12,8 @@ one follow-up signal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -140,6 +142,7 @@ class Watcher:
         self.pclq_feed = _Feed(PODCLIQUES, MANAGED_SELECTOR, pclq_fingerprint)
         self.pod_feed = _Feed(PODS, MANAGED_SELECTOR, pod_fingerprint)
         self._stop = threading.Event()
+        self._streams: dict[str, Any] = {}  # resource plural -> open watch response
         self._pending_pcs: set[ObjectKey] = set()
         self._reconciler_wake = asyncio.Event()
 
@@ -161,6 +164,9 @@ class Watcher:
             await asyncio.Event().wait()
         finally:
             self._stop.set()
+            for stream in list(self._streams.values()):
+                with contextlib.suppress(Exception):
+                    stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -184,6 +190,7 @@ class Watcher:
                         resource_version=resource_version,
                         label_selector=feed.label_selector,
                         timeout_seconds=timeout,
+                        on_open=functools.partial(self._streams.__setitem__, feed.resource.plural),
                     ):
                         if self._stop.is_set():
                             return
@@ -197,6 +204,8 @@ class Watcher:
                     if expired:
                         break
             except KubeError as exc:
+                if self._stop.is_set():
+                    return
                 log.warning("watch %s: %s; retrying in %.0fs", feed.resource.plural, exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
