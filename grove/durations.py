@@ -26,7 +26,8 @@ _COMPONENT = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 # Go stores durations as int64 nanoseconds; anything longer would not survive a round trip through Grove.
 _MAX_MICROS = (2**63 - 1) // 1000
 
-DURATION_PATTERN = r"^[-+]?(0|((\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$"
+# For the CRD schema. Go's RE2 has no \u escapes, so the micro signs are written as the characters themselves.
+DURATION_PATTERN = r"^[-+]?(0|((\d+\.?\d*|\.\d+)(ns|us|" + "\u00b5s|\u03bcs" + r"|ms|s|m|h))+)$"
 DURATION_HINT = "a duration such as '4h', '90s' or '1h30m'"
 
 

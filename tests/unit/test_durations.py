@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grove.durations import DurationError, format_duration, parse_duration
+from grove.durations import DURATION_PATTERN, DurationError, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -89,3 +90,18 @@ def test_parse_sums_components(components: list[tuple[int, str]]) -> None:
     }
     text = "".join(f"{n}{u}" for n, u in components)
     assert parse_duration(text) == sum((n * unit[u] for n, u in components), timedelta(0))
+
+
+@pytest.mark.parametrize("text", ["4h", "1h30m", "90s", "0", "-5m", "250\u00b5s", "1.5h"])
+def test_crd_pattern_accepts_what_the_parser_accepts(text: str) -> None:
+    assert re.fullmatch(DURATION_PATTERN, text)
+
+
+@pytest.mark.parametrize("text", ["", "4", "four hours", "4d", "PT4H"])
+def test_crd_pattern_rejects_what_the_parser_rejects(text: str) -> None:
+    assert not re.fullmatch(DURATION_PATTERN, text)
+
+
+def test_crd_pattern_has_no_escapes_go_regexp_lacks() -> None:
+    # The apiserver compiles the pattern with Go's RE2, which rejects \u escapes.
+    assert "\\u" not in DURATION_PATTERN
