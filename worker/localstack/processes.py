@@ -67,16 +67,21 @@ def _signal_group_or_pid(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def terminate_pids(pids: Sequence[int], grace: float = DEFAULT_GRACE_SECONDS) -> None:
-    """SIGTERM every group, wait up to `grace` seconds, SIGKILL whatever is left."""
+def terminate_pids(pids: Sequence[int], grace: float | Sequence[float] = DEFAULT_GRACE_SECONDS) -> None:
+    """SIGTERM every group at once; SIGKILL each one still alive when its grace period (one per PID) ends."""
+    graces = [grace] * len(pids) if isinstance(grace, int | float) else list(grace)
     for pid in pids:
         _signal_group_or_pid(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+    started = time.monotonic()
+    pending = dict(zip(pids, graces, strict=True))
+    while pending:
+        for pid, allowed in list(pending.items()):
+            if not pid_alive(pid):
+                del pending[pid]
+            elif time.monotonic() - started >= allowed:
+                _signal_group_or_pid(pid, signal.SIGKILL)
+                del pending[pid]
         time.sleep(0.05)
-    for pid in pids:
-        if pid_alive(pid):
-            _signal_group_or_pid(pid, signal.SIGKILL)
 
 
 class ProcessRegistry:
@@ -162,8 +167,10 @@ class ManagedProcess:
         log_path: Path,
         registry: ProcessRegistry,
         env: dict[str, str] | None = None,
+        max_grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         self.name = name
+        self.max_grace = max_grace  # a stop never waits longer than this for a graceful exit
         self.argv = list(argv)
         self.log_path = log_path
         self.registry = registry
@@ -206,7 +213,7 @@ class ManagedProcess:
         if self.popen is None:
             return
         if self.popen.poll() is None:
-            terminate_pids([self.popen.pid], grace)
+            terminate_pids([self.popen.pid], min(grace, self.max_grace))
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace)
         self.registry.forget(self.name)
@@ -221,8 +228,8 @@ class ManagedProcess:
 
 def stop_all(processes: Sequence[ManagedProcess], grace: float = DEFAULT_GRACE_SECONDS) -> None:
     """Stop several processes at once: one grace period for all of them, not one each."""
-    live = [p for p in processes if p.running() and p.pid is not None]
-    terminate_pids([p.pid for p in live if p.pid is not None], grace)
+    live = [(p.pid, min(grace, p.max_grace)) for p in processes if p.running() and p.pid is not None]
+    terminate_pids([pid for pid, _ in live], [g for _, g in live])
     for process in processes:
         if process.popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):

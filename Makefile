@@ -1,0 +1,33 @@
+# The two entry points of the README: `make run` and `make test`. Each does every set-up step itself (virtualenv,
+# Python packages, the pinned binaries of the local stack) and is cheap to repeat once things are in place.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: run test setup binaries lint pytest
+
+run: binaries
+	$(BIN)/grove-temporal run
+
+test: lint binaries pytest
+
+setup: $(VENV)/.installed
+
+# Reinstall when the dependencies change; the package itself is installed editable.
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+# Cached under $$GROVE_TEMPORAL_BIN_DIR (default ~/.cache/grove-temporal/bin); the first run builds them.
+binaries: setup
+	$(BIN)/grove-temporal binaries
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+pytest: setup binaries
+	$(BIN)/pytest --timeout=900 $(PYTEST_ARGS)

@@ -1,0 +1,130 @@
+"""The stack's own lifecycle: crashed runs are reaped (and only their processes), components restart in place."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import urllib3
+from kubernetes.client import CoreV1Api
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from worker.localstack import rundirs
+from worker.localstack.binaries import path_of
+from worker.localstack.processes import ProcessRegistry, cmdline_of, pid_alive
+from worker.localstack.temporal import TemporalDevServer
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from worker.localstack.stack import LocalStack
+
+OWNER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from worker.localstack.stack import LocalStack, StackOptions
+    stack = LocalStack(StackOptions(kubernetes=False, headless_ui=True)).start()
+    print(stack.run_dir, stack.components["temporal"].process.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def wait_for(check: object, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_sigkilled_owner_leaves_processes_that_the_next_start_reaps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GROVE_TEMPORAL_STATE_DIR", str(tmp_path / "runs"))
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER_SCRIPT], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+    try:
+        assert owner.stdout is not None
+        run_dir_text, temporal_pid_text = owner.stdout.readline().split()
+    finally:
+        owner.kill()  # SIGKILL: no atexit, no signal handler — the stack's processes are orphaned
+        owner.wait()
+    temporal_pid = int(temporal_pid_text)
+    assert pid_alive(temporal_pid), "the orphaned Temporal server should still be running"
+    assert run_dir_text in (cmdline_of(temporal_pid) or "")
+
+    # An unrelated process whose PID a crashed run "recorded" (PID reuse) must survive the sweep.
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    fake_run = tmp_path / "runs" / "crashed-long-ago"
+    fake_run.mkdir(parents=True)
+    registry = ProcessRegistry(fake_run)
+    registry.claim("1:0")  # an owner that no longer exists
+    registry.record("etcd", bystander.pid, ["etcd"])
+    try:
+        reaped = rundirs.sweep_stale_runs()
+
+        assert any(f"pid {temporal_pid}" in r for r in reaped), reaped
+        assert wait_for(lambda: not pid_alive(temporal_pid)), "the orphaned Temporal server was not killed"
+        assert pid_alive(bystander.pid), "a process outside the run directory was killed"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        if pid_alive(temporal_pid):
+            os.kill(temporal_pid, signal.SIGKILL)
+
+
+async def test_a_standalone_temporal_server_restarts_on_its_db_file_and_keeps_workflows(
+    tmp_path: Path,
+) -> None:
+    registry = ProcessRegistry(tmp_path)
+    registry.claim(rundirs.owner_token())
+    server = TemporalDevServer(
+        path_of("temporal"), tmp_path, registry, name="temporal-alone", db_file=tmp_path / "t.db"
+    )
+    server.start()
+    try:
+        server.wait_ready()
+        client = await Client.connect(server.address)
+        workflow_id = f"never-polled-{uuid.uuid4().hex[:8]}"
+        # No worker polls this queue: the workflow simply stays open, which is all this test needs.
+        await client.start_workflow(
+            "NoSuchWorkflow", id=workflow_id, task_queue=f"nobody-{uuid.uuid4().hex[:8]}"
+        )
+        address_before = server.address
+
+        server.restart()
+
+        assert server.address == address_before
+        client = await Client.connect(server.address)
+        description = await client.get_workflow_handle(workflow_id).describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING
+    finally:
+        server.stop()
+    assert not server.process.running()
+
+
+def test_kube_apiserver_stops_and_comes_back_with_its_data(
+    stack: LocalStack, kube: ApiClient, namespace: str
+) -> None:
+    core = CoreV1Api(kube)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "survivor"}, "data": {"k": "v"}})
+
+    stack.stop_component("kube-apiserver")
+    assert not stack.components["kube-apiserver"].process.running()
+    with stack.kube_client() as fresh, pytest.raises(urllib3.exceptions.HTTPError):  # connection refused
+        CoreV1Api(fresh).read_namespace(namespace, _request_timeout=2)
+
+    stack.start_component("kube-apiserver")
+
+    assert core.read_namespaced_config_map("survivor", namespace).data == {"k": "v"}
