@@ -1,0 +1,47 @@
+"""Fixtures of the end-to-end tests: a namespace with the CRDs, a Cluster view of it, and a real worker process
+driving only that namespace (its own task queue and lease), so tests can kill and restart workers in isolation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.e2e.harness import Cluster, WorkerProcess
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from worker.localstack.stack import LocalStack
+
+
+@pytest.fixture
+def cluster(kube: ApiClient, crds: list[str], namespace: str) -> Cluster:
+    from activities.kubeapi import Kube
+
+    return Cluster(Kube(kube), namespace)
+
+
+@pytest.fixture
+def worker_process(stack: LocalStack, namespace: str, crds: list[str],
+                   request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    log_dir = Path(stack.run_dir) / "test-workers"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
+                            namespace=namespace, log_dir=log_dir).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(f"--- worker log ({process.log_path.parent}) ---\n{process.logs()[-20000:]}")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

@@ -1,0 +1,236 @@
+"""End-to-end helpers: a real worker process, and the cluster-side moves a test makes (apply a PCS, make pods fail
+their readiness probe the way a kubelet reports it, wait for the real objects to reach a state).
+
+Nothing here touches workflow state or our status mirror: tests act on Kubernetes the way a cluster would and
+observe the real objects and the workflow's own answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, Kube
+from grove import names
+from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from workflows.ids import replica_workflow_id
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class WorkerProcess:
+    """`grove-temporal worker` as its own OS process, scoped to one namespace and task queue."""
+
+    kubeconfig: Path
+    temporal_address: str
+    namespace: str
+    log_dir: Path
+    task_queue: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    http_port: int = 0
+
+    def __post_init__(self) -> None:
+        self.task_queue = self.task_queue or f"tq-{self.namespace}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"worker-{self.namespace}-{self.starts}.log"
+
+    def start(self) -> WorkerProcess:
+        self.starts += 1
+        self.http_port = free_port()
+        env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
+        argv = [
+            sys.executable, "-m", "worker.cli", "worker",
+            "--kubeconfig", str(self.kubeconfig),
+            "--temporal-address", self.temporal_address,
+            "--namespace", self.namespace,
+            "--task-queue", self.task_queue,
+            "--http-port", str(self.http_port),
+            "--log-level", "INFO",
+        ]
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no goodbye — what a crashed node does to a worker."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30) -> int | None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode if self.proc else None
+
+    def logs(self) -> str:
+        return "\n".join(
+            (self.log_dir / f"worker-{self.namespace}-{n}.log").read_text(errors="replace")
+            for n in range(1, self.starts + 1)
+            if (self.log_dir / f"worker-{self.namespace}-{n}.log").exists()
+        )
+
+
+def load_example(name: str, namespace: str, **overrides: Any) -> JSON:
+    doc: JSON = yaml.safe_load((EXAMPLES / name).read_text())
+    doc["metadata"]["namespace"] = namespace
+    return doc
+
+
+def clique(name: str, replicas: int, min_available: int, cpu: str = "10m") -> JSON:
+    return {
+        "name": name,
+        "spec": {
+            "roleName": name,
+            "replicas": replicas,
+            "minAvailable": min_available,
+            "podSpec": {
+                "containers": [{"name": name, "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}}}]
+            },
+        },
+    }
+
+
+def pcs_manifest(name: str, namespace: str, *, replicas: int = 1, cliques: list[JSON],
+                 scaling_groups: list[JSON] | None = None, termination_delay: str | None = None,
+                 annotations: dict[str, str] | None = None) -> JSON:
+    template: JSON = {"cliques": cliques}
+    if scaling_groups:
+        template["podCliqueScalingGroups"] = scaling_groups
+    if termination_delay:
+        template["terminationDelay"] = termination_delay
+    meta: JSON = {"name": name, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET, "metadata": meta,
+            "spec": {"replicas": replicas, "template": template}}
+
+
+def is_ready(pod: JSON) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def is_scheduled(pod: JSON) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def is_gated(pod: JSON) -> bool:
+    return any(g.get("name") == names.SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+class Cluster:
+    """The test's view of one namespace."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+
+    # --- PCS ---
+    def apply(self, manifest: JSON) -> JSON:
+        return self.kube.create(PODCLIQUESETS, self.namespace, copy.deepcopy(manifest))
+
+    def pcs(self, name: str) -> JSON | None:
+        return self.kube.get(PODCLIQUESETS, self.namespace, name)
+
+    def patch_pcs(self, name: str, patch: JSON) -> JSON:
+        return self.kube.patch(PODCLIQUESETS, self.namespace, name, patch)
+
+    def delete_pcs(self, name: str) -> None:
+        self.kube.delete(PODCLIQUESETS, self.namespace, name)
+
+    # --- reads ---
+    def pods(self, selector: str | None = None) -> list[JSON]:
+        return [p for p in self.kube.list_items(PODS, self.namespace, label_selector=selector)
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def ready_pods(self, count: int) -> list[JSON] | None:
+        """All live pods, when there are exactly `count` and every one is Ready."""
+        pods = self.pods()
+        return pods if len(pods) == count and all(is_ready(p) for p in pods) else None
+
+    def pods_of(self, pclq: str) -> list[JSON]:
+        return self.pods(f"{names.LABEL_PODCLIQUE}={pclq}")
+
+    def pclqs(self) -> dict[str, JSON]:
+        return {o["metadata"]["name"]: o for o in self.kube.list_items(PODCLIQUES, self.namespace)}
+
+    def live_pclq_uids(self) -> dict[str, str]:
+        return {n: o["metadata"]["uid"] for n, o in self.pclqs().items() if not o["metadata"].get("deletionTimestamp")}
+
+    def pod_gangs(self) -> dict[str, JSON]:
+        return {o["metadata"]["name"]: o for o in self.kube.list_items(PODGANGS, self.namespace)}
+
+    def events(self, reason: str | None = None) -> list[JSON]:
+        from activities.kubeapi import EVENTS
+
+        items = self.kube.list_items(EVENTS, self.namespace)
+        return [e for e in items if reason is None or e.get("reason") == reason]
+
+    # --- what a kubelet would report ---
+    def fail_readiness(self, pod: str, failing: bool = True) -> None:
+        """Make the pod's readiness probe fail (KWOK plays the kubelet and reports Ready=False)."""
+        value = FAKE_READINESS_FAIL if failing else None
+        self.kube.patch(PODS, self.namespace, pod, {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: value}}})
+
+    def workflow_id(self, pcs: str, replica: int) -> str:
+        obj = self.pcs(pcs)
+        assert obj is not None, f"PodCliqueSet {pcs} not found"
+        return replica_workflow_id(self.namespace, pcs, obj["metadata"]["uid"], replica)
+
+
+def wait_for(predicate: Callable[[], T], *, timeout: float = 60, interval: float = 0.1, what: str = "") -> T:
+    """Poll until predicate returns something truthy; fail with `what` and the last value otherwise."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}; last value: {last!r}")
+
+
+async def await_for(predicate: Callable[[], Any], *, timeout: float = 60, interval: float = 0.1,
+                    what: str = "") -> Any:
+    """wait_for for async tests: the predicate may be sync or return an awaitable."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}; last value: {last!r}")
