@@ -41,12 +41,14 @@ def _problems(podgroup: KaiPodGroup) -> Iterator[Problem]:
     for sub in subs:
         children[sub.parent] = children.get(sub.parent, 0) + 1
     yield from _node_problems(
-        "spec", podgroup.spec.min_member, podgroup.spec.min_sub_group, children.get(None, 0)
+        "spec", None, podgroup.spec.min_member, podgroup.spec.min_sub_group, children.get(None, 0)
     )
     for index, sub in enumerate(subs):
         # Children attach by name; with duplicate names they attach to the first, which is already an error.
         count = children.get(sub.name, 0) if index_of.get(sub.name) == index else 0
-        yield from _node_problems(f"spec.subGroups[{index}]", sub.min_member, sub.min_sub_group, count)
+        yield from _node_problems(
+            f"spec.subGroups[{index}]", sub.name, sub.min_member, sub.min_sub_group, count
+        )
 
 
 def _cycle_problems(podgroup: KaiPodGroup, index_of: dict[str, int]) -> Iterator[Problem]:
@@ -71,31 +73,35 @@ def _cycle_problems(podgroup: KaiPodGroup, index_of: dict[str, int]) -> Iterator
 
 
 def _node_problems(
-    path: str, min_member: int | None, min_sub_group: int | None, children: int
+    path: str, name: str | None, min_member: int | None, min_sub_group: int | None, children: int
 ) -> Iterator[Problem]:
+    """The rules of one node; `name` is the SubGroup's name, None for the PodGroup itself."""
+    where = f" (SubGroup {name!r})" if name is not None else ""
     if min_member is not None and min_member < 0:
-        yield Problem(f"{path}.minMember", f"must be greater than 0, got {min_member}")
+        yield Problem(f"{path}.minMember", f"must be greater than 0, got {min_member}{where}")
     has_min_member = bool(min_member)  # Go omits 0: 0 means unset
     leaf = children == 0
     if has_min_member and min_sub_group is not None:
         uses = "a leaf uses minMember (pods) only" if leaf else "a node with children uses minSubGroup only"
-        yield Problem(path, f"minMember and minSubGroup are mutually exclusive; {uses}")
+        yield Problem(path, f"minMember and minSubGroup are mutually exclusive{where}; {uses}")
         return
     if leaf:
         if min_sub_group is not None:
+            subject = f"SubGroup {name!r}" if name is not None else "the PodGroup"
             yield Problem(
-                f"{path}.minSubGroup", "not allowed on a leaf (it has no child SubGroups); use minMember"
+                f"{path}.minSubGroup",
+                f"not allowed on a leaf ({subject} has no child SubGroups); use minMember",
             )
         elif not has_min_member:
-            yield Problem(f"{path}.minMember", "required on a leaf: the number of pods it needs")
+            yield Problem(f"{path}.minMember", f"required on a leaf{where}: the number of pods it needs")
         return
     if has_min_member:
         yield Problem(
             f"{path}.minMember",
-            "not allowed on a node with child SubGroups; use minSubGroup (number of children)",
+            f"not allowed on a node with child SubGroups{where}; use minSubGroup (number of children)",
         )
     if min_sub_group is not None and not 1 <= min_sub_group <= children:
         yield Problem(
             f"{path}.minSubGroup",
-            f"must be between 1 and the number of direct child SubGroups ({children}), got {min_sub_group}",
+            f"must be between 1 and the number of direct child SubGroups ({children}), got {min_sub_group}{where}",
         )

@@ -50,8 +50,8 @@ def test_validate_several_documents_prefixes_each_problem() -> None:
     lines = out.splitlines()
     assert lines[0] == "PodCliqueSet/web: valid"
     assert (
-        "PodGroup/leaf-minsubgroup: spec.subGroups[0].minSubGroup: not allowed on a leaf (it has no child "
-        "SubGroups); use minMember" in lines
+        "PodGroup/leaf-minsubgroup: spec.subGroups[0].minSubGroup: not allowed on a leaf (SubGroup 'prefill-0' has "
+        "no child SubGroups); use minMember" in lines
     )
     assert any(
         line.startswith("document 3 (line ") and ": spec: minMember and minSubGroup" in line for line in lines

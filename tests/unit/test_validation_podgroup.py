@@ -40,12 +40,13 @@ SEED001_INVALID = {
     "invalid-both-fields-literal": ["spec.subGroups[0]: must be a mapping, got string '...'"],
     "invalid-minsubgroup-on-leaf": [
         "spec.minSubGroup: must be between 1 and the number of direct child SubGroups (1), got 3",
-        "spec.subGroups[0].minSubGroup: not allowed on a leaf (it has no child SubGroups); use minMember",
+        "spec.subGroups[0].minSubGroup: not allowed on a leaf (SubGroup 'prefill-0' has no child SubGroups); "
+        "use minMember",
     ],
     "invalid-minsubgroup-exceeds-children": [
         "spec.minSubGroup: must be between 1 and the number of direct child SubGroups (4), got 5",
         *(
-            f"spec.subGroups[{i}].minMember: required on a leaf: the number of pods it needs"
+            f"spec.subGroups[{i}].minMember: required on a leaf (SubGroup 'prefill-{i}'): the number of pods it needs"
             for i in range(4)
         ),
     ],
@@ -54,9 +55,11 @@ SEED001_INVALID = {
     ],
     "invalid-reused-minmember-heterogeneous": [
         "spec.minMember: not allowed on a node with child SubGroups; use minSubGroup (number of children)",
-        "spec.subGroups[0].minMember: not allowed on a node with child SubGroups; use minSubGroup (number of "
+        "spec.subGroups[0].minMember: not allowed on a node with child SubGroups (SubGroup 'decode'); use "
+        "minSubGroup (number of "
         "children)",
-        "spec.subGroups[3].minMember: not allowed on a node with child SubGroups; use minSubGroup (number of "
+        "spec.subGroups[3].minMember: not allowed on a node with child SubGroups (SubGroup 'prefill'); use "
+        "minSubGroup (number of "
         "children)",
     ],
     "literal-mid-level-minsubgroup": [
@@ -138,7 +141,7 @@ def test_seed000_option1_examples_are_invalid(name: str) -> None:
         ({"minMember": 0}, ["spec.minMember: required on a leaf: the number of pods it needs"]),
         (
             {"minSubGroup": 1},
-            ["spec.minSubGroup: not allowed on a leaf (it has no child SubGroups); use minMember"],
+            ["spec.minSubGroup: not allowed on a leaf (the PodGroup has no child SubGroups); use minMember"],
         ),
         ({"minMember": -2}, ["spec.minMember: must be greater than 0, got -2"]),
         (
@@ -155,7 +158,7 @@ def test_seed000_option1_examples_are_invalid(name: str) -> None:
             [
                 "spec.subGroups[1].parent: cycle: b -> b",
                 # b is its own child, so it also counts as a node with children
-                "spec.subGroups[1].minMember: not allowed on a node with child SubGroups; use minSubGroup "
+                "spec.subGroups[1].minMember: not allowed on a node with child SubGroups (SubGroup 'b'); use minSubGroup "
                 "(number of children)",
             ],
         ),
