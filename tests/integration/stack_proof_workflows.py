@@ -31,3 +31,14 @@ class SignalThenTimerWorkflow:
     @workflow.query
     def phase(self) -> str:
         return self._phase
+
+
+@workflow.defn
+class GrowHistoryWorkflow:
+    """Adds history with tiny timers and reports whether the server suggests continue-as-new."""
+
+    @workflow.run
+    async def run(self, timers: int) -> bool:
+        for _ in range(timers):
+            await asyncio.sleep(0.01)
+        return workflow.info().is_continue_as_new_suggested()

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 import pytest
 import urllib3
 from kubernetes.client import CoreV1Api
+from stack_proof_workflows import GrowHistoryWorkflow
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.worker import Worker
 
 from worker.localstack import rundirs
 from worker.localstack.binaries import path_of
@@ -128,3 +130,20 @@ def test_kube_apiserver_stops_and_comes_back_with_its_data(
     stack.start_component("kube-apiserver")
 
     assert core.read_namespaced_config_map("survivor", namespace).data == {"k": "v"}
+
+
+async def test_a_second_temporal_server_takes_dynamic_config(stack: LocalStack) -> None:
+    """A low history limit makes the server suggest continue-as-new early; the stack's own server does not."""
+    low_limit = stack.add_temporal_server(
+        "temporal-low-history-limit", dynamic_config={"limit.historyCount.suggestContinueAsNew": 10}
+    )
+    suggested = {}
+    for address in (low_limit.address, stack.temporal_address):
+        client = await Client.connect(address)
+        task_queue = f"grow-{uuid.uuid4().hex[:8]}"
+        async with Worker(client, task_queue=task_queue, workflows=[GrowHistoryWorkflow]):
+            suggested[address] = await client.execute_workflow(
+                GrowHistoryWorkflow.run, 3, id=f"grow-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+            )
+    assert suggested == {low_limit.address: True, stack.temporal_address: False}
+    assert low_limit.address != stack.temporal_address

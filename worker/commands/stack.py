@@ -42,7 +42,7 @@ def stack_options(
     temporal_db: Path | None = None,
     run_dir: Path | None = None,
 ) -> StackOptions:
-    from worker.localstack.nodes import NodeShape
+    from worker.localstack.kwok import NodeShape
     from worker.localstack.stack import StackOptions
 
     shape = NodeShape(cpu=node_cpu, memory=node_memory, pods=node_pods, gpus=node_gpus)
@@ -103,10 +103,13 @@ def run_command(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     options = stack_options(nodes, node_cpu, node_memory, node_gpus, node_pods, temporal_db, run_dir)
     try:
-        stack = start_stack(options)
+        stack = start_stack(options)  # stops whatever it started if it fails or is interrupted
     except (BinaryUnavailableError, StackStartError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
+    except KeyboardInterrupt:
+        typer.echo("\ninterrupted while starting; stopped", err=True)
+        raise typer.Exit(130) from None
     try:
         wait_until_interrupted(stack)
     except KeyboardInterrupt:

@@ -9,10 +9,12 @@ replaces each of them with the matching published `v0.Y.Z`. All Kubernetes binar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -135,7 +137,10 @@ def _ldflags(binary: Binary, build_date: str) -> str:
 def _run_with_heartbeat(cmd: list[str], cwd: Path, env: dict[str, str], log_file: Path, log: Log) -> None:
     started = time.monotonic()
     with log_file.open("w") as out:
-        process = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        # Own process group: an interrupted build takes its compiler and linker children down with it.
+        process = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             while True:
                 try:
@@ -144,7 +149,8 @@ def _run_with_heartbeat(cmd: list[str], cwd: Path, env: dict[str, str], log_file
                 except subprocess.TimeoutExpired:
                     log(f"  … still building ({time.monotonic() - started:.0f}s)")
         except BaseException:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise
     if process.returncode != 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from worker.localstack.kwok_stages import STAGES_YAML
@@ -11,6 +12,28 @@ from worker.localstack.readiness import LOOPBACK, free_port, http_status, wait_u
 # KWOK manages exactly the nodes carrying this label; removing it is how a node "goes silent" (kubelet gone).
 MANAGED_NODE_LABEL = "grove-temporal.io/kwok-node"
 POD_CIDR = "10.244.0.0/16"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """Capacity of one fake node (Kubernetes quantities)."""
+
+    cpu: str = "64"
+    memory: str = "512Gi"
+    pods: int = 110
+    gpus: int = 8
+
+    def capacity(self) -> dict[str, str]:
+        resources = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "pods": str(self.pods),
+            "ephemeral-storage": "1Ti",
+        }
+        if self.gpus:
+            resources[GPU_RESOURCE] = str(self.gpus)
+        return resources
 
 
 class Kwok:

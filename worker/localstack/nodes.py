@@ -3,36 +3,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from worker.localstack.kwok import MANAGED_NODE_LABEL
+from worker.localstack.kwok import MANAGED_NODE_LABEL, NodeShape
 from worker.localstack.processes import StackStartError
-
-GPU_RESOURCE = "nvidia.com/gpu"
-
-
-@dataclass(frozen=True)
-class NodeShape:
-    """Capacity of one fake node (Kubernetes quantities)."""
-
-    cpu: str = "64"
-    memory: str = "512Gi"
-    pods: int = 110
-    gpus: int = 8
-
-    def capacity(self) -> dict[str, str]:
-        resources = {
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "pods": str(self.pods),
-            "ephemeral-storage": "1Ti",
-        }
-        if self.gpus:
-            resources[GPU_RESOURCE] = str(self.gpus)
-        return resources
 
 
 def node_ip(index: int) -> str:

@@ -37,15 +37,13 @@ from worker.localstack.kube import (
     Scheduler,
 )
 from worker.localstack.kubeconfig import KubeUser, write_kubeconfig, write_token_file
-from worker.localstack.kwok import Kwok
+from worker.localstack.kwok import Kwok, NodeShape
 from worker.localstack.processes import ManagedProcess, ProcessRegistry, StackStartError, stop_all
 from worker.localstack.readiness import wait_until
 from worker.localstack.temporal import TemporalDevServer
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
-
-    from worker.localstack.nodes import NodeShape
 
 
 _STOP_FIRST = ("kwok", "kube-controller-manager", "kube-scheduler", "temporal")
@@ -59,16 +57,10 @@ class Component(Protocol):
     def wait_ready(self, timeout: float = ...) -> float: ...
 
 
-def _default_shape() -> NodeShape:
-    from worker.localstack.nodes import NodeShape
-
-    return NodeShape()
-
-
 @dataclass(frozen=True)
 class StackOptions:
     nodes: int = 3
-    node_shape: NodeShape = field(default_factory=_default_shape)
+    node_shape: NodeShape = field(default_factory=NodeShape)
     run_dir: Path | None = None  # default: a fresh directory under $GROVE_TEMPORAL_STATE_DIR
     temporal_db_file: Path | None = None  # default: in-memory SQLite
     temporal_dynamic_config: dict[str, object] = field(default_factory=dict)
@@ -88,6 +80,7 @@ class LocalStack:
         self._node_counter = 0
         self._stopped = True
         self._admin = KubeUser(ADMIN, ("system:masters",))
+        self._registry: ProcessRegistry | None = None
         self.run_dir = Path()
         self.kubeconfig = Path()
 
@@ -128,6 +121,7 @@ class LocalStack:
             self.log(f"killed leftover of a crashed run in {self.run_dir}: {leftover}")
         registry = ProcessRegistry(self.run_dir)
         registry.claim(rundirs.owner_token())
+        self._registry = registry
         _track(self)
         self._stopped = False
 
@@ -285,7 +279,34 @@ class LocalStack:
         return time.monotonic() - began
 
     def restart_temporal(self) -> float:
+        """Restart the stack's Temporal dev server on its port (and DB file, if any); seconds until ready."""
         return self._require_temporal().restart()
+
+    def add_temporal_server(
+        self,
+        name: str,
+        *,
+        db_file: Path | None = None,
+        dynamic_config: dict[str, object] | None = None,
+        headless: bool = True,
+    ) -> TemporalDevServer:
+        """Start one more Temporal dev server (e.g. with test-only dynamic config); stopped with the stack."""
+        if self._registry is None:
+            raise StackStartError("start the stack before adding servers to it")
+        if name in self.components:
+            raise ValueError(f"the stack already has a component named {name!r}")
+        server = TemporalDevServer(
+            binaries.path_of("temporal"),
+            self.run_dir,
+            self._registry,
+            name=name,
+            db_file=db_file,
+            dynamic_config=dynamic_config,
+            headless=headless,
+        )
+        self.components[name] = server
+        self._start_component(name)
+        return server
 
     def _next_node_names(self, count: int) -> dict[str, int]:
         indexes = range(self._node_counter, self._node_counter + count)
