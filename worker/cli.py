@@ -7,7 +7,9 @@ Modules under worker/commands/ expose `register(app)`; they import their heavy d
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import sys
 
 import typer
 
@@ -34,7 +36,19 @@ _register_commands()
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    if "temporalio.bridge.temporal_sdk_bridge" in sys.modules:
+        # The Temporal client's Rust threads can abort CPython's finalisation of a short-lived process
+        # ("PyGILState_Release: thread state must be current", temporalio/sdk-python#300). Everything the
+        # command had to say is written; skip the teardown.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,16 @@ import time
 
 from temporalio.client import Client
 
-from tests.e2e.harness import Cluster, WorkerProcess, clique, is_gated, is_ready, is_scheduled, pcs_manifest, await_for, wait_for
+from tests.e2e.harness import (
+    Cluster,
+    WorkerProcess,
+    await_for,
+    clique,
+    is_gated,
+    is_scheduled,
+    pcs_manifest,
+    wait_for,
+)
 from workflows.messages import Phase, ReplicaStatus
 
 

@@ -1,0 +1,154 @@
+"""What the operator commands do, apart from printing: find replica workflows through Temporal visibility, ask
+them for their status, and send them controls as updates (which report acceptance or the rejection reason).
+
+A PCS is found by its search attributes (GroveNamespace, GrovePodCliqueSet), so the CLI needs no kubeconfig.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from workflows.ids import parse_replica_workflow_id
+from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, ReplicaStatus
+
+
+class OperatorError(Exception):
+    """A request an operator made that cannot be carried out; the message says why, naming the argument."""
+
+
+def current_stack_file() -> Path:
+    base = Path(os.environ.get("GROVE_TEMPORAL_STATE_DIR", Path.home() / ".cache" / "grove-temporal"))
+    return base / "current-run.json"
+
+
+def default_temporal_address() -> str:
+    """$TEMPORAL_ADDRESS, else the embedded stack `grove-temporal run` is running, else the Temporal default."""
+    if address := os.environ.get("TEMPORAL_ADDRESS"):
+        return address
+    try:
+        info = json.loads(current_stack_file().read_text())
+        pid = int(info.get("pid", 0))
+        if pid and Path(f"/proc/{pid}").exists():
+            return str(info["temporal_address"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return "127.0.0.1:7233"
+
+
+@dataclass(frozen=True)
+class ReplicaWorkflow:
+    workflow_id: str
+    namespace: str
+    pcs: str
+    pcs_uid: str
+    replica: int
+    running: bool
+    phase: str
+    paused: bool
+    started: datetime | None
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+async def list_replicas(
+    client: Client,
+    *,
+    namespace: str | None = None,
+    pcs: str | None = None,
+    phase: str | None = None,
+    include_closed: bool = False,
+) -> list[ReplicaWorkflow]:
+    clauses = ["WorkflowType = 'ReplicaWorkflow'"]
+    if not include_closed:
+        clauses.append("ExecutionStatus = 'Running'")
+    if namespace:
+        clauses.append(f"GroveNamespace = {_quote(namespace)}")
+    if pcs:
+        clauses.append(f"GrovePodCliqueSet = {_quote(pcs)}")
+    if phase:
+        clauses.append(f"GrovePhase = {_quote(phase)}")
+    found: list[ReplicaWorkflow] = []
+    async for execution in client.list_workflows(" AND ".join(clauses)):
+        key = parse_replica_workflow_id(execution.id)
+        if key is None:
+            continue
+        attrs = execution.search_attributes
+        found.append(
+            ReplicaWorkflow(
+                workflow_id=execution.id,
+                namespace=key.namespace,
+                pcs=key.pcs,
+                pcs_uid=key.pcs_uid,
+                replica=key.replica,
+                running=execution.status == WorkflowExecutionStatus.RUNNING,
+                phase=str((attrs.get("GrovePhase") or [""])[0]),
+                paused=bool((attrs.get("GrovePaused") or [False])[0]),
+                started=execution.start_time,
+            )
+        )
+    found.sort(key=lambda w: (w.namespace, w.pcs, w.replica, not w.running))
+    return found
+
+
+async def find_replicas(client: Client, namespace: str, pcs: str, replica: int | None) -> list[ReplicaWorkflow]:
+    """The running workflows of a PCS (one replica or all); OperatorError naming what does not exist."""
+    running = await list_replicas(client, namespace=namespace, pcs=pcs)
+    if not running:
+        raise OperatorError(
+            f"PodCliqueSet {namespace}/{pcs}: no running replica workflow "
+            "(check the name and --namespace, that the PCS is applied, and that a worker is running)"
+        )
+    if replica is None:
+        return running
+    chosen = [w for w in running if w.replica == replica]
+    if not chosen:
+        have = ", ".join(str(w.replica) for w in running)
+        raise OperatorError(f"--replica {replica}: PodCliqueSet {namespace}/{pcs} has replicas {have}")
+    return chosen
+
+
+async def replica_status(client: Client, workflow_id: str) -> ReplicaStatus:
+    status: ReplicaStatus = await client.get_workflow_handle(workflow_id).query("status", result_type=ReplicaStatus)
+    return status
+
+
+async def _update(client: Client, workflow_id: str, name: str, arg: object | None) -> ControlResult:
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        if arg is None:
+            result: ControlResult = await handle.execute_update(name, result_type=ControlResult)
+        else:
+            result = await handle.execute_update(name, arg, result_type=ControlResult)
+        return result
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        message = getattr(cause, "message", None) or str(cause or err)
+        return ControlResult(accepted=False, message=message)
+    except RPCError as err:
+        raise OperatorError(f"{workflow_id}: {err.message}") from err
+
+
+async def pause(client: Client, workflow_id: str, reason: str) -> ControlResult:
+    return await _update(client, workflow_id, "pause", PauseRequest(reason=reason))
+
+
+async def resume(client: Client, workflow_id: str) -> ControlResult:
+    return await _update(client, workflow_id, "resume", None)
+
+
+async def terminate(
+    client: Client, workflow_id: str, reason: str, scaling_group: str | None, scaling_group_replica: int | None
+) -> ControlResult:
+    request = ForceTerminateRequest(
+        reason=reason, scaling_group=scaling_group, scaling_group_replica=scaling_group_replica
+    )
+    return await _update(client, workflow_id, "force_terminate", request)

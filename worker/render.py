@@ -1,0 +1,97 @@
+"""Rich tables for the operator commands (people read these; scripts use -o json)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.table import Table
+
+from grove.termination import clock, duration
+from worker.ops import ReplicaWorkflow
+from workflows.messages import ReplicaStatus
+
+_PHASE_STYLE = {"Available": "green", "Breached": "bold red", "Terminating": "red", "Invalid": "yellow",
+                "Scheduling": "cyan", "Creating": "cyan", "Starting": "cyan"}
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _phase(phase: str) -> str:
+    style = _PHASE_STYLE.get(phase)
+    return f"[{style}]{phase}[/{style}]" if style else phase
+
+
+def replica_list(workflows: Sequence[ReplicaWorkflow]) -> None:
+    console = _console()
+    if not workflows:
+        console.print("no replica workflows")
+        return
+    table = Table("NAMESPACE", "PODCLIQUESET", "REPLICA", "PHASE", "PAUSED", "RUNNING", "STARTED", "WORKFLOW ID")
+    for w in workflows:
+        table.add_row(w.namespace, w.pcs, str(w.replica), _phase(w.phase), "yes" if w.paused else "",
+                      "yes" if w.running else "no", w.started.strftime("%Y-%m-%d %H:%M:%S") if w.started else "",
+                      w.workflow_id)
+    console.print(table)
+
+
+def statuses(items: Sequence[ReplicaStatus]) -> None:
+    console = _console()
+    if not items:
+        console.print("no running replica workflows")
+        return
+    now = datetime.now(UTC)
+    for status in items:
+        ref = status.ref
+        head = (f"[bold]{ref.namespace}/{ref.pcs}[/bold] replica {ref.replica}: {_phase(status.phase.value)}"
+                f" · incarnation {status.incarnation} · terminations {status.terminations_total}")
+        if status.paused:
+            head += f" · [bold yellow]PAUSED[/bold yellow] {status.pause_reason}"
+        console.print(head)
+        for problem in status.problems:
+            console.print(f"  [yellow]problem:[/yellow] {problem}")
+        if status.waiting_for:
+            console.print(f"  base gang waiting for: {', '.join(status.waiting_for)}")
+        table = Table("PODCLIQUE", "READY/MIN", "SCHEDULED", "GATED", "WAS AVAILABLE", "BREACHED", "REASON",
+                      box=None, pad_edge=False)
+        for c in status.cliques:
+            breached = "[red]True[/red]" if c.breached == "True" else c.breached
+            table.add_row(c.name, f"{c.ready}/{c.min_available}", str(c.scheduled), str(c.gated),
+                          "yes" if c.was_available else "no", breached, c.reason)
+        console.print(table)
+        for d in status.deadlines:
+            left = (d.due_at - now).total_seconds()
+            console.print(f"  [red]deadline[/red] {d.scope.value} {d.target}: due {clock(d.due_at)} "
+                          f"({'in ' + duration_text(left) if left > 0 else 'now'}) — {d.cause}")
+        for rejected in status.rejected:
+            console.print(f"  [yellow]rejected:[/yellow] {rejected}")
+        console.print()
+
+
+def duration_text(seconds: float) -> str:
+    from datetime import timedelta
+
+    return duration(timedelta(seconds=round(seconds)))
+
+
+def termination_log(status: ReplicaStatus) -> None:
+    console = _console()
+    ref = status.ref
+    console.print(f"[bold]{ref.namespace}/{ref.pcs}[/bold] replica {ref.replica}: "
+                  f"{status.terminations_total} termination(s), showing the last {len(status.terminations)}")
+    if not status.terminations:
+        return
+    table = Table("#", "AT", "INCARNATION", "SCOPE", "TARGET", "BREACH SINCE", "DELAY", "DEADLINE")
+    for number, t in enumerate(status.terminations, 1):
+        target = f"{t.scaling_group}[{t.scaling_group_replica}]" if t.scaling_group else "whole replica"
+        table.add_row(
+            str(number), t.at.strftime("%Y-%m-%d %H:%M:%S"), str(t.incarnation),
+            t.scope.value + (" (forced)" if t.forced else ""), target,
+            clock(t.breach_start) if t.breach_start else "-", duration(t.delay) if t.delay else "-", clock(t.deadline),
+        )
+    console.print(table)
+    for number, t in enumerate(status.terminations, 1):  # reasons are sentences: no column can hold them
+        console.print(f"{number}. {t.reason}", highlight=False)
