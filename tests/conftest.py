@@ -25,6 +25,13 @@ TESTS_DIR = Path(__file__).resolve().parent
 STACK_TEST_DIRS = (TESTS_DIR / "integration", TESTS_DIR / "e2e")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-histories", action="store_true", default=False,
+        help="save the workflow histories end-to-end tests drive as fixtures under tests/fixtures/histories/",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath)).resolve()

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import histories as recorded
 from tests.e2e.harness import Cluster, WorkerProcess
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
+    from temporalio.client import WorkflowHandle
 
     from worker.localstack.stack import LocalStack
 
@@ -45,3 +47,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+class Histories:
+    """Replays what a test drove (a non-deterministic workflow change fails the run that exposed it) and, with
+    --record-histories, keeps it as a replay fixture."""
+
+    def __init__(self, record: bool) -> None:
+        self.record = record
+        self.kept: list[str] = []
+
+    async def keep(self, handle: WorkflowHandle, name: str) -> None:  # type: ignore[type-arg]
+        history = await handle.fetch_history()
+        await recorded.replayer().replay_workflow(history)
+        if self.record:
+            recorded.save(history, name)
+        self.kept.append(name)
+
+
+@pytest.fixture
+def histories(request: pytest.FixtureRequest) -> Histories:
+    return Histories(bool(request.config.getoption("--record-histories")))

@@ -17,15 +17,19 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, Kube
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
 from grove import names
 from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from workflows.ids import replica_workflow_id
+from workflows.messages import Phase, ReplicaStatus
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -191,6 +195,29 @@ class Cluster:
     def pod_gangs(self) -> dict[str, JSON]:
         return {o["metadata"]["name"]: o for o in self.kube.list_items(PODGANGS, self.namespace)}
 
+    def pclq(self, name: str) -> JSON | None:
+        return self.kube.get(PODCLIQUES, self.namespace, name)
+
+    def condition(self, kind_plural: str, name: str, condition_type: str) -> JSON | None:
+        """A status condition of a PodClique ('pclq'), PodCliqueScalingGroup ('pcsg') or PodCliqueSet ('pcs')."""
+        resource = {"pclq": PODCLIQUES, "pcsg": SCALINGGROUPS, "pcs": PODCLIQUESETS}[kind_plural]
+        obj = self.kube.get(resource, self.namespace, name)
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == condition_type), None)
+
+    def inventory(self) -> dict[str, str]:
+        """Every live object a replica is made of, as 'Kind/name' -> UID: any delete or recreate changes it."""
+        found: dict[str, str] = {}
+        for resource in (PODCLIQUES, SCALINGGROUPS, PODGANGS, PODS):
+            for obj in self.kube.list_items(resource, self.namespace):
+                if not obj["metadata"].get("deletionTimestamp"):
+                    found[f"{resource.kind}/{obj['metadata']['name']}"] = obj["metadata"]["uid"]
+        return found
+
+    def gates(self) -> dict[str, bool]:
+        """Live pod name -> still carrying our scheduling gate."""
+        return {p["metadata"]["name"]: is_gated(p) for p in self.pods()}
+
     def events(self, reason: str | None = None) -> list[JSON]:
         from activities.kubeapi import EVENTS
 
@@ -207,6 +234,39 @@ class Cluster:
         obj = self.pcs(pcs)
         assert obj is not None, f"PodCliqueSet {pcs} not found"
         return replica_workflow_id(self.namespace, pcs, obj["metadata"]["uid"], replica)
+
+
+class Replica:
+    """The workflow side of one PCS replica: its status query and its handle."""
+
+    def __init__(self, client: Client, cluster: Cluster, pcs: str, replica: int = 0) -> None:
+        self.client = client
+        self.workflow_id = cluster.workflow_id(pcs, replica)
+        self.handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(self.workflow_id)
+
+    async def status(self) -> ReplicaStatus:
+        result: ReplicaStatus = await self.handle.query("status", result_type=ReplicaStatus,
+                                                        rpc_timeout=timedelta(seconds=5))
+        return result
+
+    async def try_status(self) -> ReplicaStatus | None:
+        """None while no worker can answer (e.g. right after the worker process was killed)."""
+        try:
+            return await self.status()
+        except (RPCError, WorkflowQueryFailedError, RuntimeError):  # no worker can answer right now
+            return None
+
+    async def wait(self, predicate: Callable[[ReplicaStatus], bool], *, timeout: float = 30,
+                   what: str = "") -> ReplicaStatus:
+        async def check() -> ReplicaStatus | None:
+            status = await self.try_status()
+            return status if status is not None and predicate(status) else None
+
+        result: ReplicaStatus = await await_for(check, timeout=timeout, what=what or "replica status")
+        return result
+
+    async def wait_phase(self, phase: Phase, *, timeout: float = 30) -> ReplicaStatus:
+        return await self.wait(lambda s: s.phase is phase, timeout=timeout, what=f"phase {phase.value}")
 
 
 def wait_for(predicate: Callable[[], T], *, timeout: float = 60, interval: float = 0.1, what: str = "") -> T:

@@ -7,6 +7,9 @@ node-ready             a new node becomes Ready (capacity and addresses, set whe
 node-status-refresh    a Ready node re-posts its status every ~5 minutes, like kubelet's status report (liveness
                        itself is the node Lease, which kwok renews)
 pod-running-ready      a bound, Pending pod becomes Running with every container started and ready
+pod-running-not-ready  a bound, Pending pod annotated `grove-temporal.io/fake-readiness: fail` (e.g. through its
+                       template) becomes Running with its containers started but never ready, as when the readiness
+                       probe fails from the start; removing the annotation lets pod-readiness-recovers make it Ready
 pod-readiness-fails    a Running, Ready pod annotated `grove-temporal.io/fake-readiness: fail` turns NotReady
                        (Ready=False, ContainersReady=False, containers ready=false) but keeps running, as when its
                        readiness probe fails
@@ -94,6 +97,7 @@ spec:
   resourceRef: {apiGroup: v1, kind: Pod}
   selector:
     matchExpressions:
+    - {key: '.metadata.annotations["@ANNOTATION@"]', operator: NotIn, values: ['@FAIL@']}
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Pending]}
     - {key: '@READY@', operator: NotIn, values: ['True']}
@@ -127,6 +131,46 @@ spec:
         - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: true, restartCount: 0,
            state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}}
         {{ end }}
+        {{ end }}
+        {{ with NodeIPWith .spec.nodeName }}
+        hostIP: {{ . | Quote }}
+        hostIPs: [{ip: {{ . | Quote }}}]
+        {{ end }}
+        {{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+        podIP: {{ . | Quote }}
+        podIPs: [{ip: {{ . | Quote }}}]
+        {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-running-not-ready
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchAnnotations: {'@ANNOTATION@': '@FAIL@'}
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Pending]}
+  steps:
+  - patch:
+      subresource: status
+      root: status
+      type: strategic
+      template: |
+        {{ $now := Now }}
+        phase: Running
+        startTime: {{ $now | Quote }}
+        conditions:
+        - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+        - {type: ContainersReady, status: "False", reason: ContainersNotReady, message: "readiness probe failed",
+           lastTransitionTime: {{ $now | Quote }}}
+        - {type: Ready, status: "False", reason: ContainersNotReady, message: "readiness probe failed",
+           lastTransitionTime: {{ $now | Quote }}}
+        containerStatuses:
+        {{ range .spec.containers }}
+        - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: true, restartCount: 0,
+           state: {running: {startedAt: {{ $now | Quote }}}}}
         {{ end }}
         {{ with NodeIPWith .spec.nodeName }}
         hostIP: {{ . | Quote }}

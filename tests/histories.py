@@ -1,0 +1,40 @@
+"""Recorded workflow histories: where they live, how they are saved, how they are replayed.
+
+End-to-end tests replay the history of every replica workflow they drove (so a non-deterministic change fails the
+run that exposed it) and, with `pytest --record-histories`, save them under tests/fixtures/histories/ as the
+fixtures that tests/unit/test_replay.py replays at unit speed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.reconciler import ReconcilerWorkflow
+from workflows.replica import ReplicaWorkflow
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "histories"
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow], data_converter=pydantic_data_converter)
+
+
+def save(history: WorkflowHistory, name: str) -> Path:
+    """Write `history` as `<name>.json` (the workflow id is kept beside the events for WorkflowHistory.from_json)."""
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    path = FIXTURES / f"{name}.json"
+    body = json.loads(history.to_json())
+    body["workflowId"] = history.workflow_id
+    path.write_text(json.dumps(body, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def load(path: Path) -> WorkflowHistory:
+    body = json.loads(path.read_text())
+    workflow_id = body.pop("workflowId", path.stem)
+    return WorkflowHistory.from_json(workflow_id, body)
