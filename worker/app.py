@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import Client, TLSConfig
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.kubeapi import Kube
@@ -21,6 +22,7 @@ from activities.replica import ReplicaActivities
 from worker.config import TemporalSettings, WorkerSettings
 from worker.kube import api_client
 from worker.leader import LeaseElector
+from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
 from workflows.ids import reconciler_workflow_id
 from workflows.messages import ReconcilerInput
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow]
 
 
-async def connect(settings: TemporalSettings) -> Client:
+async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None) -> Client:
     tls: TLSConfig | bool = settings.tls
     if settings.tls_ca_path or settings.tls_cert_path:
         tls = TLSConfig(
@@ -47,6 +49,8 @@ async def connect(settings: TemporalSettings) -> Client:
         data_converter=pydantic_data_converter,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         tls=tls,
+        interceptors=client_interceptors(),
+        runtime=runtime,
     )
 
 
@@ -80,6 +84,7 @@ class RunningWorker:
     kube: Kube
     worker: Worker
     elector: LeaseElector | None
+    sdk_metrics: SdkMetrics | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -104,7 +109,9 @@ async def ensure_reconciler(client: Client, settings: WorkerSettings) -> None:
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: Client | None = None) -> None:
     """Run until `stop` is set, then drain: in-flight activities get `graceful_shutdown` to finish."""
-    client = client or await connect(settings.temporal)
+    tracer_provider = configure_tracing()
+    sdk_metrics = sdk_metrics_runtime() if client is None and settings.http_port is not None else None
+    client = client or await connect(settings.temporal, runtime=sdk_metrics.runtime if sdk_metrics else None)
     kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + 8))
     with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
         worker = Worker(
@@ -126,7 +133,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity)
             background.append(asyncio.create_task(elector.run(watcher.run, stop)))
-        running = RunningWorker(settings, client, kube, worker, elector)
+        running = RunningWorker(settings, client, kube, worker, elector, sdk_metrics)
         if settings.http_port is not None:
             from worker.http import serve
 
@@ -147,3 +154,5 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             kube.api_client.close()
+            if tracer_provider is not None:
+                tracer_provider.shutdown()  # flush spans still batched

@@ -54,7 +54,10 @@ async def serve(running: RunningWorker, port: int, stop: asyncio.Event, host: st
                 pass
             path = request_line.split(" ")[1] if " " in request_line else "/"
             if path.startswith("/metrics"):
-                status, body, ctype = 200, generate_latest(), CONTENT_TYPE_LATEST
+                body = generate_latest()
+                if running.sdk_metrics is not None:
+                    body += await asyncio.to_thread(running.sdk_metrics.scrape)
+                status, ctype = 200, CONTENT_TYPE_LATEST
             elif path.startswith("/healthz"):
                 status, body, ctype = 200, b"ok\n", "text/plain"
             elif path.startswith("/readyz"):

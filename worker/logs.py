@@ -9,6 +9,8 @@ import logging
 import sys
 from typing import Any
 
+from workflows.ids import parse_replica_workflow_id
+
 _EXTRAS = ("temporal_workflow", "temporal_activity")
 
 
@@ -25,6 +27,9 @@ class JsonFormatter(logging.Formatter):
             if isinstance(value, dict):
                 entry.update({k: v for k, v in value.items() if k in ("workflow_id", "run_id", "activity_type",
                                                                       "workflow_type", "attempt")})
+        replica = parse_replica_workflow_id(str(entry.get("workflow_id", "")))
+        if replica is not None:  # one replica's lines, findable by namespace, PCS and index
+            entry.update(namespace=replica.namespace, pcs=replica.pcs, replica=replica.replica)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

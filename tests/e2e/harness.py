@@ -8,12 +8,14 @@ observe the real objects and the workflow's own answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ class WorkerProcess:
     log_dir: Path
     task_queue: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     http_port: int = 0
@@ -75,6 +78,7 @@ class WorkerProcess:
             "--task-queue", self.task_queue,
             "--http-port", str(self.http_port),
             "--log-level", "INFO",
+            *self.extra_args,
         ]
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -234,6 +238,93 @@ class Cluster:
         obj = self.pcs(pcs)
         assert obj is not None, f"PodCliqueSet {pcs} not found"
         return replica_workflow_id(self.namespace, pcs, obj["metadata"]["uid"], replica)
+
+
+class Timeline:
+    """Watches the namespace's pods and PodCliques from a thread and notes, on the wall clock, when each object
+    (by UID) was first seen, released (our gate gone), scheduled, Ready, and marked for deletion. Watch events
+    arrive within milliseconds, so differences between these moments are the latencies a user would see."""
+
+    EVENTS = ("seen", "ungated", "scheduled", "ready", "deleting")
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.objects: dict[str, tuple[str, str]] = {}  # uid -> (kind, name)
+        self.moments: dict[str, dict[str, float]] = {}  # uid -> event -> time.time()
+        self._stop = threading.Event()
+        self._streams: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> Timeline:
+        for resource in (PODS, PODCLIQUES):
+            thread = threading.Thread(target=self._follow, args=(resource,), daemon=True,
+                                      name=f"timeline-{resource.plural}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for stream in self._streams:
+            with contextlib.suppress(Exception):
+                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
+        for thread in self._threads:
+            thread.join(5)
+
+    def _follow(self, resource: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                listing = self.kube.list(resource, self.namespace)
+                for obj in listing.get("items") or []:
+                    self._note(resource.kind, obj)
+                version = listing["metadata"]["resourceVersion"]
+                for event in self.kube.watch(resource, self.namespace, resource_version=version, timeout_seconds=60,
+                                             on_open=self._streams.append):
+                    if self._stop.is_set():
+                        return
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._note(resource.kind, event["object"])
+            except Exception:  # noqa: BLE001 - a broken stream while stopping, or a relist: go round again
+                if self._stop.wait(0.2):
+                    return
+
+    def _note(self, kind: str, obj: JSON) -> None:
+        now = time.time()
+        meta = obj["metadata"]
+        uid = meta["uid"]
+        flags = {"seen": True, "deleting": bool(meta.get("deletionTimestamp"))}
+        if kind == "Pod":
+            flags |= {"ungated": not is_gated(obj), "scheduled": is_scheduled(obj), "ready": is_ready(obj)}
+        with self._lock:
+            self.objects[uid] = (kind, meta["name"])
+            moments = self.moments.setdefault(uid, {})
+            for event, happened in flags.items():
+                if happened:
+                    moments.setdefault(event, now)
+
+    def of(self, kind: str, name: str) -> list[dict[str, float]]:
+        """The moments of every incarnation (UID) of one object, oldest first."""
+        with self._lock:
+            found = [dict(self.moments[uid]) for uid, key in self.objects.items() if key == (kind, name)]
+        return sorted(found, key=lambda m: m.get("seen", 0.0))
+
+    def latencies(self, kind: str, names_: list[str], start: str, end: str, *, since: float = 0.0) -> list[float]:
+        """end - start for each incarnation of these objects first seen after `since`, where both happened."""
+        result = []
+        for name in names_:
+            for moments in self.of(kind, name):
+                if moments.get("seen", 0.0) >= since and start in moments and end in moments:
+                    result.append(moments[end] - moments[start])
+        return result
+
+
+def describe(latencies: list[float]) -> str:
+    if not latencies:
+        return "n/a"
+    ordered = sorted(latencies)
+    return f"median {ordered[len(ordered) // 2] * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms (n={len(ordered)})"
 
 
 class Replica:
