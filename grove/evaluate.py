@@ -6,7 +6,7 @@ the only place that advances it. Everything is a pure function of its arguments:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -19,7 +19,7 @@ from grove.availability import (
     replica_available,
     scaling_group_health,
 )
-from grove.termination import Deadline, Scope, Termination, plan_terminations
+from grove.termination import Deadline, Scope, Termination, as_utc, plan_terminations
 from grove.topology import ReplicaTopology
 
 
@@ -75,7 +75,7 @@ class ReplicaEvaluation(_Frozen):
 def evaluate_replica(
     topology: ReplicaTopology, observed: ReplicaObservation, memory: ReplicaMemory, now: datetime
 ) -> ReplicaEvaluation:
-    now = _utc(now)
+    now = as_utc(now)
     was_available: dict[str, str] = {}
     terminated: dict[str, str] = {}
     clique_starts: dict[str, datetime] = {}
@@ -171,9 +171,3 @@ def _breach_start(previous: datetime | None, breached: bool, now: datetime) -> d
     if not breached:
         return None
     return previous if previous is not None else now
-
-
-def _utc(now: datetime) -> datetime:
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise ValueError("now must be a timezone-aware datetime (UTC)")
-    return now.astimezone(UTC)

@@ -88,6 +88,7 @@ def plan_terminations(
     scaling_groups: Mapping[str, ScalingGroupHealth],
     now: datetime,
 ) -> TerminationPlan:
+    now = as_utc(now)
     if topology.termination_delay is None:
         return TerminationPlan()
     clocks = [
@@ -115,6 +116,7 @@ def forced_termination(
 ) -> Termination:
     """An operator's force-terminate (DESIGN §4.7): no delay, no breach needed. Raises ValueError, naming what is
     wrong, when the request names something this replica does not have."""
+    now = as_utc(now)
     if scaling_group is None:
         if scaling_group_replica is not None:
             raise ValueError("scaling_group_replica given without scaling_group")
@@ -283,6 +285,13 @@ def _expiry(deadline: Deadline) -> str:
     return (
         f"{deadline.cause}; terminationDelay {duration(deadline.delay)} expired at {clock(deadline.due_at)}"
     )
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Decisions take time from the caller (workflow time), never from the wall clock; it must say its timezone."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("time must be a timezone-aware datetime (UTC)")
+    return moment.astimezone(UTC)
 
 
 def clock(moment: datetime) -> str:

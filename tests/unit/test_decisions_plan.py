@@ -103,3 +103,8 @@ def test_delays_are_written_as_in_manifests(span: timedelta, text: str) -> None:
 def test_times_are_utc_to_the_second_unless_finer() -> None:
     assert clock(NOW) == "2025-06-01T03:00:00Z"
     assert clock(NOW + timedelta(milliseconds=250)) == "2025-06-01T03:00:00.250Z"
+
+
+def test_forced_termination_needs_an_aware_time() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        forced_termination(TOPOLOGY, NOW.replace(tzinfo=None), "x")
