@@ -144,12 +144,15 @@ class ReplicaWorkflow:
         evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
         self.memory = evaluation.memory
         self._evaluation = evaluation
-        await self._mirror(topology, snapshot, evaluation)
         termination = self._next_termination(topology, evaluation)
+        # The phase goes with the evaluation the query shows, before the mirror activity: never a pending deadline
+        # under a phase of the previous round.
+        self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
+        await self._mirror(topology, snapshot, evaluation)
         if termination is not None:
             await self._terminate(topology, snapshot, termination)
             self._nudged = True  # look again at once: recreate, and see what is left
-        self._set_phase(self._phase_of(snapshot, evaluation))
+            self._set_phase(Phase.CREATING)
         return None
 
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
