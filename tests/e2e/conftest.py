@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests import histories as recorded
-from tests.e2e.harness import Cluster, WorkerProcess
+from tests.e2e.harness import Cluster, Timeline, WorkerProcess
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -24,6 +24,16 @@ def cluster(kube: ApiClient, crds: list[str], namespace: str) -> Cluster:
     from activities.kubeapi import Kube
 
     return Cluster(Kube(kube), namespace)
+
+
+@pytest.fixture
+def timeline(cluster: Cluster) -> Iterator[Timeline]:
+    """When (wall clock) pods and PodCliques of the test namespace were seen, released, scheduled, Ready, deleted."""
+    watching = Timeline(cluster.kube, cluster.namespace).start()
+    try:
+        yield watching
+    finally:
+        watching.stop()
 
 
 @pytest.fixture
