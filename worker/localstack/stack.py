@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import threading
 import time
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 
 _STOP_FIRST = ("kwok", "kube-controller-manager", "kube-scheduler", "temporal")
+PORT_CLASH_ATTEMPTS = 3
 
 
 class Component(Protocol):
@@ -125,6 +127,33 @@ class LocalStack:
         _track(self)
         self._stopped = False
 
+        for attempt in range(1, PORT_CLASH_ATTEMPTS + 1):
+            try:
+                self._launch(paths, registry)
+                break
+            except StackStartError as error:
+                if "address already in use" not in str(error) or attempt == PORT_CLASH_ATTEMPTS:
+                    self.stop()
+                    raise
+                # Ports are picked free but bound a moment later; another stack on this machine can win the race.
+                self.log(
+                    f"a port was taken meanwhile ({error.args[0].splitlines()[0]}); retrying with new ports"
+                )
+                self._stop_processes(grace=3.0)
+                shutil.rmtree(
+                    self.run_dir / "etcd", ignore_errors=True
+                )  # its member record names the old ports
+            except BaseException:
+                self.stop()
+                raise
+        self.timings["total"] = time.monotonic() - started
+        self.log(self.describe_timings())
+        return self
+
+    def _launch(self, paths: dict[str, Path], registry: ProcessRegistry) -> None:
+        self.components = {}
+        self.apiserver = None
+        self._node_counter = 0
         self.temporal = TemporalDevServer(
             paths["temporal"],
             self.run_dir,
@@ -135,21 +164,14 @@ class LocalStack:
             headless=self.options.headless_ui,
         )
         self.components["temporal"] = self.temporal
-        try:
-            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="stack-start") as pool:
-                temporal_ready = pool.submit(self._start_component, "temporal")
-                kube_ready: Future[None] | None = None
-                if self.options.kubernetes:
-                    kube_ready = pool.submit(self._start_kubernetes, paths, registry)
-                temporal_ready.result()
-                if kube_ready is not None:
-                    kube_ready.result()
-        except BaseException:
-            self.stop()
-            raise
-        self.timings["total"] = time.monotonic() - started
-        self.log(self.describe_timings())
-        return self
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="stack-start") as pool:
+            temporal_ready = pool.submit(self._start_component, "temporal")
+            kube_ready: Future[None] | None = None
+            if self.options.kubernetes:
+                kube_ready = pool.submit(self._start_kubernetes, paths, registry)
+            temporal_ready.result()
+            if kube_ready is not None:
+                kube_ready.result()
 
     def _start_component(self, name: str) -> None:
         component = self.components[name]
@@ -243,14 +265,16 @@ class LocalStack:
         if self._stopped:
             return
         self._stopped = True
+        self._stop_processes(grace)
+        _untrack(self)
+
+    def _stop_processes(self, grace: float) -> None:
         # Clients of kube-apiserver first, then the apiserver, then its store: an apiserver whose etcd vanished
-        # keeps retrying until the grace period runs out, which would make every stop take `grace` seconds.
+        # keeps retrying until the grace period runs out.
         for wave in (_STOP_FIRST, ("kube-apiserver",), ("etcd",)):
             stop_all([c.process for name, c in self.components.items() if name in wave], grace)
-        stop_all(
-            [c.process for c in self.components.values()], grace
-        )  # anything added later (e.g. "temporal-2")
-        _untrack(self)
+        # Whatever else runs, e.g. servers from add_temporal_server.
+        stop_all([c.process for c in self.components.values()], grace)
 
     def __enter__(self) -> LocalStack:
         return self.start()
