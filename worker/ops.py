@@ -24,8 +24,10 @@ class OperatorError(Exception):
 
 
 def current_stack_file() -> Path:
-    base = Path(os.environ.get("GROVE_TEMPORAL_STATE_DIR", Path.home() / ".cache" / "grove-temporal"))
-    return base / "current-run.json"
+    """Written by `grove-temporal run` while it runs, so other commands find its Temporal without flags."""
+    from worker.localstack.rundirs import runs_root
+
+    return runs_root() / "current-run.json"
 
 
 def default_temporal_address() -> str:
