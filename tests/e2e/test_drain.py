@@ -1,0 +1,67 @@
+"""SIGTERM drains: an activity in flight when the worker is told to stop finishes before the worker exits.
+
+To hold an activity in flight for real, the kube-apiserver is frozen (SIGSTOP): the activity's request is accepted
+by the kernel and waits. The worker gets SIGTERM, the apiserver is thawed a few seconds later, and the activity
+must complete (not be cancelled or time out) before the worker exits cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.client import Client
+
+from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest, wait_for
+from worker.localstack.stack import LocalStack
+from workflows.messages import Phase, ReplicaStatus
+
+HOLD_SECONDS = 3.0
+
+
+async def test_sigterm_lets_in_flight_activities_finish(stack: LocalStack, cluster: Cluster,
+                                                        worker_process: WorkerProcess,
+                                                        temporal_client: Client) -> None:
+    cluster.apply(pcs_manifest("drain", cluster.namespace, cliques=[clique("a", 1, 1)]))
+    wait_for(lambda: cluster.ready_pods(1), timeout=60, what="1 Ready pod")
+    handle = temporal_client.get_workflow_handle(cluster.workflow_id("drain", 0))
+
+    async def available() -> bool:
+        status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
+        return status.phase is Phase.AVAILABLE
+
+    await await_for(available, timeout=20, what="Available")
+    apiserver = stack.components["kube-apiserver"].process.pid
+    assert apiserver is not None
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        await handle.signal("nudge")
+
+        async def observing() -> bool:
+            description = await handle.describe()
+            return any(a.activity_type.name == "observe_replica"
+                       and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                       for a in description.raw_description.pending_activities)
+
+        await await_for(observing, timeout=20, what="observe_replica in flight")
+        assert worker_process.proc is not None
+        os.killpg(worker_process.proc.pid, signal.SIGTERM)
+        told = time.monotonic()
+        time.sleep(HOLD_SECONDS)
+        assert worker_process.proc.poll() is None, "the worker must wait for its in-flight activity"
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    code = worker_process.proc.wait(60)
+    took = time.monotonic() - told
+    assert code == 0, worker_process.logs()[-3000:]
+    assert HOLD_SECONDS <= took < 20 + 10, f"exited {took:.1f}s after SIGTERM"
+    history = await handle.fetch_history()
+    kinds = [e.event_type for e in history.events]
+    last_scheduled = max(i for i, k in enumerate(kinds) if k == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    after = kinds[last_scheduled:]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in after, "the in-flight activity completed"
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT not in after
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED not in after
+    print(f"worker exited {took:.1f}s after SIGTERM (apiserver held {HOLD_SECONDS}s)")
