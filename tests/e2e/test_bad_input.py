@@ -1,0 +1,102 @@
+"""Bad input changes nothing: the corpus applied to the real apiserver and worker, and malformed or mistargeted
+controls sent to a running replica. Objects and workflow state are compared before and after."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+
+from activities.kubeapi import PODCLIQUES, PODGANGS, PODS, SCALINGGROUPS, KubeError
+from tests.corpus.bad_manifests import CASES
+from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest, wait_for
+from workflows.messages import ForceTerminateRequest, Phase, ReplicaStatus
+
+
+def _objects(cluster: Cluster) -> dict[str, tuple[str, str]]:
+    """Every object we could have created in the namespace: name -> (uid, resourceVersion)."""
+    found = {}
+    for resource in (PODCLIQUES, SCALINGGROUPS, PODGANGS, PODS):
+        for obj in cluster.kube.list_items(resource, cluster.namespace):
+            meta = obj["metadata"]
+            found[f"{resource.kind}/{meta['name']}"] = (meta["uid"], meta["resourceVersion"])
+    return found
+
+
+def _condition(cluster: Cluster, name: str) -> dict | None:
+    obj = cluster.pcs(name) or {}
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "SpecValid"), None)
+
+
+def test_corpus_is_refused_and_creates_nothing(cluster: Cluster, worker_process: WorkerProcess) -> None:
+    admitted = []
+    for index, case in enumerate(CASES):
+        name = f"bad-{index}"
+        manifest = case.manifest(name)
+        if case.schema_rejects:
+            with pytest.raises(KubeError) as refused:
+                cluster.apply(manifest)
+            assert refused.value.status == 422
+            leaf = case.field.rsplit(".", 1)[-1]
+            assert leaf in refused.value.message, refused.value.message
+            continue
+        cluster.apply(manifest)
+        admitted.append((name, case))
+    assert len(admitted) >= 20
+    for name, case in admitted:
+        condition = wait_for(lambda name=name: (c := _condition(cluster, name)) and c["status"] == "False" and c,
+                             timeout=60, what=f"SpecValid=False on {name} ({case.id})")
+        assert condition["reason"] == "Invalid" and case.field in condition["message"], (case.id, condition)
+    invalid_events = {e["involvedObject"]["name"]: e for e in cluster.events("InvalidSpec")}
+    for name, case in admitted:
+        assert name in invalid_events and case.field in invalid_events[name]["message"], case.id
+        assert invalid_events[name]["type"] == "Warning"
+    assert _objects(cluster) == {}, "nothing of an invalid PodCliqueSet is created"
+
+
+async def test_bad_controls_change_nothing(cluster: Cluster, worker_process: WorkerProcess,
+                                           temporal_client: Client) -> None:
+    cluster.apply(pcs_manifest("ok", cluster.namespace, termination_delay="1h",
+                               cliques=[clique("a", 1, 1)],
+                               scaling_groups=None))
+    wait_for(lambda: cluster.ready_pods(1), timeout=60, what="1 Ready pod")
+    handle = temporal_client.get_workflow_handle(cluster.workflow_id("ok", 0))
+
+    async def status() -> ReplicaStatus:
+        result: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
+        return result
+
+    await await_for(lambda: _available(status), timeout=20, what="Available")
+    objects_before = _objects(cluster)
+    state_before = (await status()).model_dump(exclude={"observed_at", "rejected"})
+
+    # Updates: refused by the validator, with the field named; nothing recorded as accepted.
+    for request, mentions in [
+        (ForceTerminateRequest(reason="x", scaling_group="nosuch", scaling_group_replica=0), "nosuch"),
+        (ForceTerminateRequest(reason="x", scaling_group_replica=2), "scaling_group"),
+    ]:
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            await handle.execute_update("force_terminate", request)
+        assert mentions in str(failed.value.cause), failed.value.cause
+    with pytest.raises(WorkflowUpdateFailedError):  # a payload of the wrong shape is refused before the handler
+        await handle.execute_update("force_terminate", {"scaling_group": ["not", "a", "name"], "bogus": True})
+
+    # Signals: fire-and-forget; the workflow drops or rejects them and keeps running.
+    await handle.signal("force_terminate", ForceTerminateRequest(reason="x", scaling_group="nosuch",
+                                                                 scaling_group_replica=0))
+    await handle.signal("force_terminate", {"scaling_group": 7, "unexpected": "field"})
+    await handle.signal("pause", 42)
+
+    after = await await_for(lambda: _rejected(status), timeout=20, what="the signal's rejection recorded")
+    assert any("nosuch" in r for r in after.rejected)
+    assert after.model_dump(exclude={"observed_at", "rejected"}) == state_before
+    assert _objects(cluster) == objects_before
+    assert (await handle.describe()).status.name == "RUNNING"
+
+
+async def _available(status) -> bool:  # type: ignore[no-untyped-def]
+    return (await status()).phase is Phase.AVAILABLE
+
+
+async def _rejected(status):  # type: ignore[no-untyped-def]
+    result = await status()
+    return result if result.rejected else None
