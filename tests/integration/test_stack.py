@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
-from stack_proof_workflows import SignalThenTimerWorkflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from tests.integration.stack_proof_workflows import SignalThenTimerWorkflow
 from worker.localstack.kwok import MANAGED_NODE_LABEL
 from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import pytest
 import urllib3
 from kubernetes.client import CoreV1Api
-from stack_proof_workflows import GrowHistoryWorkflow
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from tests.integration.stack_proof_workflows import GrowHistoryWorkflow
 from worker.localstack import rundirs
 from worker.localstack.binaries import path_of
 from worker.localstack.processes import ProcessRegistry, cmdline_of, pid_alive
