@@ -200,7 +200,7 @@ class ReplicaWorkflow:
     async def _release_gates(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
         decision = decide_releases(topology, views.gate_states(snapshot), self.release_after)
         self._gates = decision
-        if self.paused or not decision.pods:
+        if self.paused or self._held or not decision.pods:  # held (invalid spec): change nothing, gates included
             return
         uids = {name: uid for state in snapshot.cliques.values() for name, uid in state.releasable.items()}
         if decision.base:
