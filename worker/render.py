@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -17,7 +18,8 @@ _PHASE_STYLE = {"Available": "green", "Breached": "bold red", "Terminating": "re
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True)
+    # Piped output has no terminal width; rich would assume 80 columns and cut names and ids short.
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 220)
 
 
 def _phase(phase: str) -> str:

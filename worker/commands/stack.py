@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,7 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from worker.localstack.processes import ManagedProcess
     from worker.localstack.stack import LocalStack, StackOptions
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_SAMPLE = REPO / "examples" / "gang-termination.yaml"
+WORKER_DRAIN_SECONDS = 25.0  # longer than the worker's own graceful shutdown (20 s)
 
 
 def binaries_command(
@@ -70,16 +79,104 @@ def describe_stack(stack: LocalStack) -> str:
     )
 
 
-def wait_until_interrupted(stack: LocalStack) -> None:
-    """Block until Ctrl-C, reporting any component that dies meanwhile."""
+def wait_until_interrupted(stack: LocalStack, worker: ManagedProcess | None = None) -> None:
+    """Block until Ctrl-C, reporting any component (or the worker) that dies meanwhile."""
     reported: set[str] = set()
     typer.echo("Running. Press Ctrl-C to stop.")
     while True:
-        for name, component in stack.components.items():
-            if name not in reported and not component.process.running():
-                reported.add(name)
-                typer.echo(f"warning: {component.process.exit_description()}", err=True)
+        processes = [c.process for c in stack.components.values()] + ([worker] if worker else [])
+        for process in processes:
+            if process.name not in reported and not process.running():
+                reported.add(process.name)
+                typer.echo(f"warning: {process.exit_description()}", err=True)
         time.sleep(2)
+
+
+def current_run_file() -> Path:
+    from worker.ops import current_stack_file
+
+    return current_stack_file()
+
+
+def start_worker(stack: LocalStack) -> ManagedProcess:
+    """CRDs in, then `grove-temporal worker` as a child process with its log beside the stack's."""
+    from worker.localstack.crds import apply_crds
+
+    api = stack.kube_client()
+    try:
+        apply_crds(api)
+    finally:
+        api.close()
+    http_port = _free_port()
+    argv = [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(stack.kubeconfig),
+            "--temporal-address", stack.temporal_address, "--http-port", str(http_port)]
+    process = stack.spawn("worker", argv, env={"PYTHONUNBUFFERED": "1"})
+    current_run_file().write_text(json.dumps({
+        "pid": os.getpid(), "temporal_address": stack.temporal_address, "temporal_ui": stack.temporal_ui_url,
+        "kubeconfig": str(stack.kubeconfig), "worker_metrics": f"http://127.0.0.1:{http_port}/metrics",
+    }))
+    typer.echo(f"Worker:            pid {process.pid}, log {process.log_path}, "
+               f"metrics http://127.0.0.1:{http_port}/metrics")
+    return process
+
+
+def apply_samples(stack: LocalStack, samples: list[Path]) -> None:
+    """Apply each sample PCS and wait (up to a minute) until its replica workflows show a phase in Temporal."""
+    if not samples:
+        return
+    import urllib.parse
+
+    import yaml
+
+    from activities.kubeapi import PODCLIQUESETS, Kube
+
+    kube = Kube(stack.kube_client())
+    names = []
+    for path in samples:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            namespace = doc.setdefault("metadata", {}).setdefault("namespace", "default")
+            if kube.get(PODCLIQUESETS, namespace, doc["metadata"]["name"]) is None:
+                kube.create(PODCLIQUESETS, namespace, doc)
+            names.append((namespace, doc["metadata"]["name"], int(doc.get("spec", {}).get("replicas", 1))))
+            typer.echo(f"Applied:           PodCliqueSet {namespace}/{doc['metadata']['name']} from {path}")
+    kube.api_client.close()
+    query = urllib.parse.quote("WorkflowType='ReplicaWorkflow'")
+    typer.echo(f"Replica workflows: {stack.temporal_ui_url}/namespaces/default/workflows?query={query}")
+    asyncio.run(_show_replicas(stack.temporal_address, names))
+
+
+async def _show_replicas(address: str, wanted: list[tuple[str, str, int]], timeout: float = 60.0) -> None:
+    from worker import ops
+    from worker.app import connect
+    from worker.config import TemporalSettings
+
+    client = await connect(TemporalSettings(address=address))
+    deadline = time.monotonic() + timeout
+    expected = sum(replicas for _, _, replicas in wanted)
+    found: list[ops.ReplicaWorkflow] = []
+    while time.monotonic() < deadline:
+        found = [w for namespace, pcs, _ in wanted
+                 for w in await ops.list_replicas(client, namespace=namespace, pcs=pcs) if w.phase != "Pending"]
+        if len(found) >= expected:
+            break
+        await asyncio.sleep(1)
+    for w in found:
+        typer.echo(f"  {w.namespace}/{w.pcs} replica {w.replica}: {w.phase:<11} {w.workflow_id}")
+    if len(found) < expected:
+        typer.echo(f"warning: {len(found)} of {expected} replica workflows visible after {timeout:.0f}s; "
+                   "see the worker log", err=True)
+    typer.echo("Try:               grove-temporal status " + " ".join(sorted({p for _, p, _ in wanted}))
+               + "    (in another terminal; it finds this stack)")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def run_command(
@@ -94,8 +191,22 @@ def run_command(
     run_dir: Annotated[
         Path | None, typer.Option(help="Run directory (default: a new one under $GROVE_TEMPORAL_STATE_DIR).")
     ] = None,
+    sample: Annotated[
+        list[Path] | None,
+        typer.Option(help="PodCliqueSet manifest(s) to apply once the worker runs (repeatable)."),
+    ] = None,
+    no_sample: Annotated[bool, typer.Option("--no-sample", help="Apply no sample PodCliqueSet.")] = False,
+    worker: Annotated[bool, typer.Option(help="Run a grove-temporal worker against the stack.")] = True,
 ) -> None:
-    """Start the local stack (Temporal dev server + Kubernetes control plane + KWOK) and keep it up until Ctrl-C."""
+    """Start the local stack and a worker, apply a sample PodCliqueSet, show it in the Temporal UI; Ctrl-C stops all.
+
+    The stack: Temporal dev server (with its Web UI) + etcd, kube-apiserver, kube-scheduler, kube-controller-manager
+    and KWOK fake GPU nodes. The sample defaults to examples/gang-termination.yaml (seed 002's configuration).
+    """
+    samples = [] if no_sample or not worker else (sample or [DEFAULT_SAMPLE])
+    for path in samples:
+        if not path.is_file():
+            raise typer.BadParameter(f"no such file: {path}", param_hint="'--sample'")
     from worker.localstack.binaries import BinaryUnavailableError
     from worker.localstack.processes import StackStartError
 
@@ -110,11 +221,18 @@ def run_command(
     except KeyboardInterrupt:
         typer.echo("\ninterrupted while starting; stopped", err=True)
         raise typer.Exit(130) from None
+    worker_process = None
     try:
-        wait_until_interrupted(stack)
+        if worker:
+            worker_process = start_worker(stack)
+            apply_samples(stack, samples)
+        wait_until_interrupted(stack, worker_process)
     except KeyboardInterrupt:
         typer.echo("\nstopping …")
     finally:
+        current_run_file().unlink(missing_ok=True)
+        if worker_process is not None:
+            worker_process.stop(WORKER_DRAIN_SECONDS)
         stack.stop()
         typer.echo("stack stopped")
 

@@ -332,6 +332,16 @@ class LocalStack:
         self._start_component(name)
         return server
 
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
+        """Start a process of ours beside the stack (e.g. the worker): logged under logs/<name>.log and recorded
+        in state.json, so a crashed run's leftovers are reaped like the stack's. The caller stops it (before the
+        stack, since it talks to the stack)."""
+        if self._registry is None:
+            raise StackStartError("start the stack before spawning processes beside it")
+        process = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", self._registry, env=env)
+        process.start()
+        return process
+
     def _next_node_names(self, count: int) -> dict[str, int]:
         indexes = range(self._node_counter, self._node_counter + count)
         self._node_counter += count
