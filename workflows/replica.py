@@ -119,6 +119,8 @@ class ReplicaWorkflow:
                 self._render()
                 return outcome
             self._render()
+            if self._retry_after is None and self._should_continue_as_new():
+                continue  # hand over now (top of the loop), not after a wait that may last a whole terminationDelay
             await self._wait()
 
     async def _round(self) -> ReplicaOutcome | None:
