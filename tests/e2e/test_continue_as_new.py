@@ -1,0 +1,129 @@
+"""Continue-as-new while a terminationDelay is pending: the next run carries the breach and terminates at the
+original deadline, exactly once.
+
+The history-count suggestion threshold is server-wide dynamic config, so this test runs on its own Temporal dev
+server (beside the stack's) with `limit.historyCount.suggestContinueAsNew` set very low, and a worker process
+pointed at it. The workflow's own `history_event_limit` stays at its default (10 000): every continue-as-new here is
+the server-suggested path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from tests.e2e.conftest import Histories
+from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
+from workflows.messages import Phase
+
+if TYPE_CHECKING:
+    from worker.localstack.stack import LocalStack
+    from worker.localstack.temporal import TemporalDevServer
+
+SUGGEST_AFTER_EVENTS = 15  # one observe-and-mirror round after a nudge is about that many events
+DELAY_S = 10
+
+
+@pytest.fixture(scope="module")
+def can_server(stack: LocalStack) -> TemporalDevServer:
+    return stack.add_temporal_server(
+        "temporal-can", dynamic_config={"limit.historyCount.suggestContinueAsNew": SUGGEST_AFTER_EVENTS})
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def can_client(can_server: TemporalDevServer) -> AsyncIterator[Client]:
+    yield await Client.connect(can_server.address, data_converter=pydantic_data_converter)
+
+
+@pytest.fixture
+def can_worker(stack: LocalStack, can_server: TemporalDevServer, namespace: str, crds: list[str],
+               request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    log_dir = Path(stack.run_dir) / "test-workers"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=can_server.address,
+                            namespace=namespace, log_dir=log_dir).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(f"--- worker log ---\n{process.logs()[-20000:]}")
+
+
+async def _runs(client: Client, workflow_id: str) -> list[WorkflowExecution]:
+    return sorted([e async for e in client.list_workflows(f"WorkflowId = '{workflow_id}'")],
+                  key=lambda e: e.start_time)
+
+
+async def test_continue_as_new_during_a_pending_delay_terminates_at_the_original_deadline(
+        cluster: Cluster, can_worker: WorkerProcess, can_client: Client, timeline: Timeline,
+        histories: Histories) -> None:
+    cluster.apply(pcs_manifest("can", cluster.namespace, termination_delay=f"{DELAY_S}s",
+                               cliques=[clique("frontend", 2, 2), clique("api", 2, 1)]))
+    wait_for(lambda: cluster.ready_pods(4), timeout=60, what="4 Ready pods")
+    replica = Replica(can_client, cluster, "can")
+    await replica.wait_phase(Phase.AVAILABLE)
+    before = cluster.inventory()
+
+    cluster.fail_readiness("can-0-frontend-1")
+    breached = await replica.wait(lambda s: bool(s.deadlines), what="deadline")
+    deadline = breached.deadlines[0]
+    wait_for(lambda: cluster.live_pclq_uids().get("can-0-frontend") not in (None, before["PodClique/can-0-frontend"]),
+             timeout=DELAY_S + 30, what="terminated and recreated")
+    status = await replica.status()
+    assert status.terminations_total == 1 and status.runs > breached.runs, (status.runs, breached.runs)
+    record = status.terminations[0]
+    assert record.breach_start == deadline.breach_start and record.deadline == deadline.due_at
+    assert record.at >= deadline.due_at
+    deleting = min(m["deleting"] for m in timeline.of("PodClique", "can-0-frontend") if "deleting" in m)
+    assert deleting >= deadline.due_at.timestamp(), "never early"
+
+    # The run chain: some run ended in continue-as-new while the delay was pending, on the server's suggestion.
+    runs = await wait_for_runs(can_client, replica.workflow_id, deadline.breach_start, deadline.due_at)
+    handed_over = runs[0]
+    history = await can_client.get_workflow_handle(replica.workflow_id, run_id=handed_over.run_id).fetch_history()
+    assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    assert any(e.workflow_task_started_event_attributes.suggest_continue_as_new for e in history.events
+               if e.HasField("workflow_task_started_event_attributes")), "the server suggested it"
+    assert len(history.events) < 10_000, "not the workflow's own history_event_limit"
+    all_runs = await _runs(can_client, replica.workflow_id)
+    successor = next(r for r in all_runs if r.start_time >= handed_over.close_time)  # type: ignore[operator]
+    print(f"\nCAN: {len(all_runs)} runs so far; run {handed_over.run_id[:8]} continued as new "
+          f"{(handed_over.close_time - deadline.breach_start).total_seconds():.1f}s into the {DELAY_S}s delay "  # type: ignore[operator]
+          f"after {len(history.events)} events; terminated {(record.at - deadline.due_at).total_seconds() * 1000:.0f} ms "
+          "after the original deadline")
+    await histories.keep(can_client.get_workflow_handle(replica.workflow_id, run_id=handed_over.run_id),
+                         "can_run_ends_in_continue_as_new")
+    await histories.keep(can_client.get_workflow_handle(replica.workflow_id, run_id=successor.run_id),
+                         "can_run_started_from_continue_as_new")
+
+    wait_for(lambda: cluster.ready_pods(4), timeout=60, what="replica back to Ready")
+    await replica.wait_phase(Phase.AVAILABLE)
+    status = await replica.status()
+    assert status.terminations_total == 1 and len(cluster.events("GangTerminated")) == 1, "exactly once"
+
+
+async def wait_for_runs(client: Client, workflow_id: str, after: object, before: object) -> list[WorkflowExecution]:
+    """Runs that ended in continue-as-new between `after` and `before` (visibility is eventually consistent)."""
+    found: list[WorkflowExecution] = []
+    for _ in range(50):
+        found = [r for r in await _runs(client, workflow_id)
+                 if r.status is WorkflowExecutionStatus.CONTINUED_AS_NEW and r.close_time is not None
+                 and after < r.close_time < before]  # type: ignore[operator]
+        if found:
+            return found
+        await asyncio.sleep(0.2)
+    chain = [(r.run_id[:8], r.status.name if r.status else None, f"{r.start_time:%H:%M:%S.%f}",
+              f"{r.close_time:%H:%M:%S.%f}" if r.close_time else None, r.history_length)
+             for r in await _runs(client, workflow_id)]
+    raise AssertionError(f"no run continued as new during the pending delay ({after} .. {before}): {chain}")
+
+
