@@ -1,85 +1,25 @@
-"""S1 and S2: base gangs released as soon as referenced; scaled gangs only after the base gang is scheduled."""
+"""S1 and S2: base gangs released as soon as referenced; scaled gangs only after the base gang is scheduled.
+The scenario bodies live in tests/e2e/scenarios.py (test_rbac.py runs them again under deploy/'s ServiceAccount)."""
 
 from __future__ import annotations
 
-import time
-
 from temporalio.client import Client
 
-from tests.e2e.harness import (
-    Cluster,
-    WorkerProcess,
-    await_for,
-    clique,
-    is_gated,
-    is_scheduled,
-    pcs_manifest,
-    wait_for,
-)
-from workflows.messages import Phase, ReplicaStatus
+from tests.e2e import scenarios
+from tests.e2e.conftest import Histories
+from tests.e2e.harness import Cluster, WorkerProcess
 
 
 async def test_s1_standalone_cliques_form_the_base_gang(cluster: Cluster, worker_process: WorkerProcess,
-                                                        temporal_client: Client) -> None:
-    cluster.apply(pcs_manifest("web", cluster.namespace, replicas=1,
-                               cliques=[clique("frontend", 2, 1), clique("api", 3, 2)]))
-    pods = wait_for(lambda: cluster.ready_pods(5), timeout=60, what="5 Ready pods")
-    assert not any(is_gated(p) for p in pods)
-    gangs = cluster.pod_gangs()
-    assert set(gangs) == {"web-0"}, "standalone cliques form exactly one base gang"
-    groups = {g["name"]: g for g in gangs["web-0"]["spec"]["podgroups"]}
-    assert {n: g["minReplicas"] for n, g in groups.items()} == {"web-0-frontend": 1, "web-0-api": 2}
-    assert {r["name"] for r in groups["web-0-api"]["podReferences"]} == {"web-0-api-0", "web-0-api-1", "web-0-api-2"}
-    for pod in pods:
-        labels = pod["metadata"]["labels"]
-        assert labels["grove.io/podgang"] == "web-0"
-        assert pod["spec"]["hostname"] == pod["metadata"]["name"] and pod["spec"]["subdomain"] == "web-0"
-    handle = temporal_client.get_workflow_handle(cluster.workflow_id("web", 0))
-
-    async def available() -> ReplicaStatus | None:
-        status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
-        return status if status.phase is Phase.AVAILABLE else None
-
-    status = await await_for(available, timeout=15, what="phase Available")
-    assert status.base_gang_ready and all(c.was_available for c in status.cliques)
-
-
-def _prefill(namespace: str, name: str, cpu: str = "10m") -> dict:
-    return pcs_manifest(name, namespace, replicas=1,
-                        cliques=[clique("leader", 1, 1, cpu), clique("worker", 2, 2, cpu)],
-                        scaling_groups=[{"name": "prefill", "replicas": 5, "minAvailable": 3,
-                                         "cliqueNames": ["leader", "worker"]}])
+                                                        temporal_client: Client, histories: Histories) -> None:
+    handle = await scenarios.s1_standalone_cliques_form_the_base_gang(cluster, temporal_client)
+    await histories.keep(handle, "s1_start_to_available")
 
 
 async def test_s2_scaled_gangs_wait_for_the_base_gang(cluster: Cluster, worker_process: WorkerProcess) -> None:
-    cluster.apply(_prefill(cluster.namespace, "p"))
-    wait_for(lambda: cluster.ready_pods(15), timeout=90, what="all 15 pods Ready")
-    gangs = cluster.pod_gangs()
-    assert set(gangs) == {"p-0", "p-0-prefill-0", "p-0-prefill-1"}
-    base_groups = {g["name"] for g in gangs["p-0"]["spec"]["podgroups"]}
-    assert base_groups == {f"p-0-prefill-{j}-{c}" for j in range(3) for c in ("leader", "worker")}
-    assert {g["name"] for g in gangs["p-0-prefill-1"]["spec"]["podgroups"]} == {"p-0-prefill-4-leader",
-                                                                                "p-0-prefill-4-worker"}
-    # Order, from the real objects: no scaled pod was scheduled before every base podgroup had its minimum.
-    pods = cluster.pods()
-    def scheduled_at(pod: dict) -> str:
-        return next(c["lastTransitionTime"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
-    base = [p for p in pods if p["metadata"]["labels"]["grove.io/podgang"] == "p-0"]
-    scaled = [p for p in pods if p["metadata"]["labels"]["grove.io/podgang"] != "p-0"]
-    assert len(base) == 9 and len(scaled) == 6
-    assert min(scheduled_at(p) for p in scaled) >= max(scheduled_at(p) for p in base)
+    scenarios.s2_scaled_gangs_wait_for_the_base_gang(cluster)
 
 
 async def test_s2_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(
         cluster: Cluster, worker_process: WorkerProcess) -> None:
-    # Each pod asks for more CPU than the whole fake cluster has: the base gang can never be scheduled.
-    cluster.apply(_prefill(cluster.namespace, "big", cpu="1000"))
-    wait_for(lambda: len(cluster.pods()) == 15, timeout=60, what="15 pods created")
-    wait_for(lambda: all(not is_gated(p) for p in cluster.pods()
-                         if p["metadata"]["labels"]["grove.io/podgang"] == "big-0"), timeout=30,
-             what="base pods released")
-    time.sleep(5)  # give a wrong implementation every chance to release the scaled pods
-    pods = cluster.pods()
-    scaled = [p for p in pods if p["metadata"]["labels"]["grove.io/podgang"] != "big-0"]
-    assert len(scaled) == 6 and all(is_gated(p) for p in scaled)
-    assert not any(is_scheduled(p) for p in pods)
+    scenarios.s2_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(cluster)
