@@ -137,20 +137,20 @@ class ReplicaWorkflow:
             self._nudged = True  # wanted again: look once more
             return None
         snapshot = await self._materialise(snapshot)
-        self._snapshot = snapshot
         topology = self.topology
         if topology is None:  # never had a valid spec: nothing exists, nothing to drive
+            self._snapshot = snapshot
             self._set_phase(Phase.INVALID)
             return None
         await self._release_gates(topology, snapshot)
         evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
         self.memory = evaluation.memory
-        self._evaluation = evaluation
-        termination = self._next_termination(topology, evaluation)
-        # The phase goes with the evaluation the query shows, before the mirror activity: never a pending deadline
-        # under a phase of the previous round.
-        self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
         await self._mirror(topology, snapshot, evaluation)
+        # The status query shows a round as a whole, once its status is mirrored: snapshot, evaluation and phase
+        # together (never a new deadline under the previous round's phase).
+        self._snapshot, self._evaluation = snapshot, evaluation
+        termination = self._next_termination(topology, evaluation)
+        self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
         if termination is not None:
             await self._terminate(topology, snapshot, termination)
             self._nudged = True  # look again at once: recreate, and see what is left
