@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client import CoordinationV1Api, CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -172,6 +172,33 @@ def test_fake_readiness_annotation_makes_a_pod_not_ready_and_back(kube: ApiClien
         name, namespace, {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: None}}}
     )
     wait_for(lambda: is_running_and_ready(core.read_namespaced_pod(name, namespace)), "Ready again")
+
+
+def test_kwok_nodes_heartbeat_through_their_leases(kube: ApiClient) -> None:
+    """Without lease renewals kube-controller-manager marks every node Unknown after 50 s (and its pods NotReady)."""
+    core, coordination = CoreV1Api(kube), CoordinationV1Api(kube)
+    nodes = [n for n in core.list_node().items if n.metadata.labels.get(MANAGED_NODE_LABEL) == "true"]
+    assert nodes
+    first = {
+        n.metadata.name: coordination.read_namespaced_lease(n.metadata.name, "kube-node-lease") for n in nodes
+    }
+
+    def all_renewed() -> bool:
+        return all(
+            coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+            > lease.spec.renew_time
+            for name, lease in first.items()
+        )
+
+    wait_for(all_renewed, "every node lease to be renewed", timeout=30)
+    assert all(condition_of_node(core, name) == "True" for name in first)
+
+
+def condition_of_node(core: CoreV1Api, name: str) -> str | None:
+    for c in core.read_node(name).status.conditions or []:
+        if c.type == "Ready":
+            return str(c.status)
+    return None
 
 
 def test_losing_a_node_removes_its_pods(stack: LocalStack, kube: ApiClient, namespace: str) -> None:

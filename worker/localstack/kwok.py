@@ -50,6 +50,10 @@ class Kwok:
             f"--config={self.stages}",
             f"--server-address={LOOPBACK}:{self.port}",
             f"--cidr={POD_CIDR}",
+            # The node Lease is the heartbeat kube-controller-manager watches (kubelet's default: 40 s). The kwok
+            # binary leaves leases off unless told; the nodes would then go Unknown every ~50 s (node monitor grace)
+            # and the node lifecycle controller would mark all their pods NotReady.
+            "--node-lease-duration-seconds=40",
         ]
         # HOME inside the run dir: kwok would otherwise also load ~/.kwok/kwok.yaml and merge its stages with ours.
         self.process = ManagedProcess(
