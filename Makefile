@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test setup binaries lint pytest
+.PHONY: run test setup binaries lint pytest record-histories
 
 run: binaries
 	$(BIN)/grove-temporal run
@@ -31,3 +31,7 @@ lint: setup
 
 pytest: setup binaries
 	$(BIN)/pytest --timeout=900 $(PYTEST_ARGS)
+
+# Re-record the workflow histories that tests/unit/test_replay.py replays (runs the end-to-end suite).
+record-histories: setup binaries
+	$(BIN)/pytest --timeout=900 tests/e2e --record-histories

@@ -23,6 +23,7 @@ from tests.e2e.harness import (
     pcs_manifest,
     wait_for,
 )
+from workflows.ids import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaOutcome
 
 PCS = "scale"
@@ -136,4 +137,6 @@ async def test_s11_scale_pcs_and_pcsg_replicas_up_and_down(
     status = await Replica(temporal_client, cluster, PCS, 0).status()
     assert status.phase is Phase.AVAILABLE and status.terminations_total == 0
     await histories.keep(scaled_in[1].handle, "s11_scaled_in")
+    await histories.keep(temporal_client.get_workflow_handle(reconciler_workflow_id(cluster.namespace)),
+                         "s11_reconciler")
     await histories.keep(Replica(temporal_client, cluster, PCS, 0).handle, "s11_pcsg_scaling")

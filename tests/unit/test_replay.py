@@ -1,0 +1,84 @@
+"""Every recorded workflow history (tests/fixtures/histories/, written by `pytest tests/e2e --record-histories`)
+replays against today's workflow code without a non-determinism error.
+
+The fixture set must keep covering the paths that matter for determinism: a plain start to Available, a PCS-replica
+and a PCSG-replica gang termination, pause/resume, a force-terminate update, both sides of a continue-as-new, a
+scale-in to completion, and the reconciler.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowHistory
+
+from tests.histories import FIXTURES, load, replayer
+
+FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
+
+
+def _activities(history: WorkflowHistory) -> set[str]:
+    return {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")}
+
+
+def _updates(history: WorkflowHistory) -> set[str]:
+    return {e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")}
+
+
+def _signals(history: WorkflowHistory) -> set[str]:
+    return {e.workflow_execution_signaled_event_attributes.signal_name for e in history.events
+            if e.HasField("workflow_execution_signaled_event_attributes")}
+
+
+def _has(field: str) -> Callable[[HistoryEvent], bool]:
+    return lambda e: e.HasField(field)
+
+
+def _terminations(history: WorkflowHistory) -> list[str]:
+    """The scope of each terminate_gang call, from its input payload."""
+    scopes = []
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes") and \
+                e.activity_task_scheduled_event_attributes.activity_type.name == "terminate_gang":
+            payload = e.activity_task_scheduled_event_attributes.input.payloads[0].data
+            scopes.append(json.loads(payload)["scope"])
+    return scopes
+
+
+def _workflow_type(history: WorkflowHistory) -> str:
+    return history.events[0].workflow_execution_started_event_attributes.workflow_type.name
+
+
+COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
+    "start to Available": lambda h: _workflow_type(h) == "ReplicaWorkflow" and "release_gates" in _activities(h)
+    and not _terminations(h),
+    "PCS-replica termination": lambda h: "pcs-replica" in _terminations(h),
+    "PCSG-replica termination": lambda h: "pcsg-replica" in _terminations(h),
+    "pause and resume": lambda h: {"pause", "resume"} <= (_updates(h) | _signals(h)),
+    "force-terminate update": lambda h: "force_terminate" in _updates(h),
+    "ends in continue-as-new": lambda h: any(map(_has("workflow_execution_continued_as_new_event_attributes"),
+                                                 h.events)),
+    "started by continue-as-new": lambda h: bool(
+        h.events[0].workflow_execution_started_event_attributes.continued_execution_run_id),
+    "scale-in to completion": lambda h: any(map(_has("workflow_execution_completed_event_attributes"), h.events))
+    and "delete_replica" in _activities(h),
+    "reconciler": lambda h: _workflow_type(h) == "ReconcilerWorkflow",
+}
+
+
+def test_the_fixtures_cover_every_path_that_matters() -> None:
+    histories = {path.stem: load(path) for path in FIXTURE_FILES}
+    missing = [what for what, covers in COVERAGE.items() if not any(covers(h) for h in histories.values())]
+    assert not missing, f"no recorded history covers: {missing}; re-record with `pytest tests/e2e --record-histories`"
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: Path(p).stem)
+async def test_recorded_history_replays_deterministically(path: Path) -> None:
+    result = await replayer().replay_workflow(load(path), raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
