@@ -216,6 +216,9 @@ class ReplicaCarry(Message):
     base_released_at: AwareDatetime | None = None
     scaled_released_at: AwareDatetime | None = None
     runs: int = Field(default=1, description="how many runs (continue-as-new generations) this replica has had")
+    announced_breaches: dict[str, str] = Field(
+        default_factory=dict, description="breached PodClique/PCSG -> breach start announced with an Event"
+    )
 
 
 class ReplicaInput(Message):

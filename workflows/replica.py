@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         DeadlineStatus,
         DeleteReplicaResult,
         EnsureResult,
+        EventRequest,
         ForceTerminateRequest,
         MirrorRequest,
         PauseRequest,
@@ -57,6 +58,8 @@ ACTIVITY_TIMEOUT = timedelta(seconds=60)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
 REJECTIONS_KEPT = 10
+# Patches: each names one change to the commands this workflow issues (README, "Upgrading the workflow safely").
+BREACH_EVENTS_PATCH = "breach-events"
 
 
 class _Failed(Exception):
@@ -84,6 +87,7 @@ class ReplicaWorkflow:
         self.base_released_at = carry.base_released_at
         self.scaled_released_at = carry.scaled_released_at
         self.runs = carry.runs
+        self.announced_breaches = dict(carry.announced_breaches)
         # transient: rebuilt by the next observation
         self._nudged = True
         self._forced: deque[tuple[int, ForceTerminateRequest]] = deque()
@@ -146,6 +150,7 @@ class ReplicaWorkflow:
         evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
         self.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
+        await self._announce_breaches(evaluation)
         # The status query shows a round as a whole, once its status is mirrored: snapshot, evaluation and phase
         # together (never a new deadline under the previous round's phase).
         self._snapshot, self._evaluation = snapshot, evaluation
@@ -229,6 +234,29 @@ class ReplicaWorkflow:
         await self._activity("mirror_status", request, list, f"mirror status of {len(changed)} objects")
         self.mirrored.update({m.name: views.digest(m) for m in changed})
         self.replica_available = evaluation.replica_available
+
+    async def _announce_breaches(self, evaluation: ReplicaEvaluation) -> None:
+        """Kubernetes Events when a breach begins (saying when it will be acted on) and when it heals.
+
+        Added after the first release: guarded by a patch so that histories of workflows started before it, which
+        have no such activity, still replay (see README, "Upgrading the workflow safely")."""
+        breaches = views.current_breaches(evaluation)
+        started = {name: text for name, (start, text) in breaches.items()
+                   if self.announced_breaches.get(name) != start}
+        healed = sorted(set(self.announced_breaches) - set(breaches))
+        if not started and not healed:
+            return
+        if not workflow.patched(BREACH_EVENTS_PATCH):
+            return
+        if started:
+            await self._activity("record_event", EventRequest(ref=self.ref, reason="BreachDetected", type="Warning",
+                                                              message="; ".join(started.values())),
+                                 type(None), f"announce breach: {', '.join(sorted(started))}")
+        if healed:
+            await self._activity("record_event", EventRequest(ref=self.ref, reason="BreachHealed",
+                                                              message="healed: " + ", ".join(healed)),
+                                 type(None), f"announce healed: {', '.join(healed)}")
+        self.announced_breaches = {name: start for name, (start, _) in breaches.items()}
 
     def _next_termination(self, topology: ReplicaTopology, evaluation: ReplicaEvaluation) -> Termination | None:
         """Forced requests first (they ignore pause and delay); then what is due, unless paused or held."""
@@ -352,6 +380,7 @@ class ReplicaWorkflow:
             terminations_total=self.terminations_total, mirrored=self.mirrored,
             replica_available=self.replica_available, phase=self.phase, base_released_at=self.base_released_at,
             scaled_released_at=self.scaled_released_at, runs=self.runs + 1,
+            announced_breaches=self.announced_breaches,
         )
         return self.input.model_copy(update={"carry": carry})
 

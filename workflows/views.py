@@ -122,6 +122,22 @@ def status_mirrors(
     return mirrors
 
 
+def current_breaches(evaluation: ReplicaEvaluation) -> dict[str, tuple[str, str]]:
+    """Breached PodCliques and PCSGs now: name -> (breach start as text, a sentence for an Event)."""
+    found: dict[str, tuple[str, str]] = {}
+    breached = [(name, h.condition.message, h.breach_start) for name, h in evaluation.cliques.items()
+                if h.condition.breached and h.breach_start is not None]
+    breached += [(name, h.condition.message, h.breach_start) for name, h in evaluation.scaling_groups.items()
+                 if h.condition.breached and h.breach_start is not None]
+    for name, message, start in breached:
+        assert start is not None
+        deadline = next((d for d in evaluation.deadlines if name in d.breached_cliques or d.target == name), None)
+        then = (f"{deadline.scope.value} gang termination due {clock(deadline.due_at)} unless it heals"
+                if deadline is not None else "no termination pending (terminationDelay unset or already due)")
+        found[name] = (clock(start), f"{name} breached since {clock(start)}: {message}; {then}")
+    return found
+
+
 def digest(mirror: ObjectStatusMirror) -> str:
     """A stable fingerprint, so unchanged objects are not written again."""
     blob = json.dumps(mirror.model_dump(mode="json"), sort_keys=True).encode()

@@ -1,0 +1,45 @@
+"""Upgrades: histories of workflows started by older releases still replay against today's code.
+
+Replica workflows live as long as their PodCliqueSet, so a new release meets histories written by the old one.
+Every change to the commands a workflow issues is guarded by `workflow.patched(<id>)` (README, "Upgrading the
+workflow safely"). These tests replay the frozen histories in tests/fixtures/histories/compat/ and show that the
+guard is what keeps them replaying: forced onto the new path, the same histories fail as non-deterministic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+
+from tests.histories import FIXTURES, load, replayer
+from workflows.reconciler import ReconcilerWorkflow
+from workflows.replica import BREACH_EVENTS_PATCH, ReplicaWorkflow
+
+COMPAT = sorted((FIXTURES / "compat").glob("*.json"))
+
+
+def test_there_are_histories_from_before_each_patch() -> None:
+    assert any(p.name.startswith("v0.1.0-") for p in COMPAT), "keep at least one pre-breach-events history"
+
+
+@pytest.mark.parametrize("path", COMPAT, ids=lambda p: Path(p).stem)
+async def test_older_history_replays_on_todays_code(path: Path) -> None:
+    result = await replayer().replay_workflow(load(path), raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+
+
+async def test_without_the_patch_guard_the_older_history_would_break(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take the patch unconditionally (as an unguarded change would): the v0.1.0 history with a breach no longer
+    replays. This is the failure `workflow.patched` prevents in production."""
+    real = workflow.patched
+    monkeypatch.setattr(workflow, "patched", lambda patch_id: True if patch_id == BREACH_EVENTS_PATCH else real(patch_id))
+    unguarded = Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow], data_converter=pydantic_data_converter,
+                         workflow_runner=UnsandboxedWorkflowRunner())
+    history = load(FIXTURES / "compat" / "v0.1.0-s8_heal_then_new_breach.json")
+    result = await unguarded.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
