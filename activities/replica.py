@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
@@ -218,10 +218,12 @@ class ReplicaActivities:
         if spec.state is PcsState.REPLACED:
             return DeleteReplicaResult(skipped_reason="the PodCliqueSet was replaced; its objects are not ours")
         selector = replica_selector(ref.pcs, ref.replica)
+        groups = _our_scaling_groups(self.kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector),
+                                     ref)
         deleted: list[str] = []
         for resource in (PODCLIQUES, SCALINGGROUPS, PODGANGS, SERVICES):
             for obj in self.kube.list_items(resource, ref.namespace, label_selector=selector):
-                if (ours(obj) and not terminating(obj) and _owned_within(obj, ref)
+                if (ours(obj) and not terminating(obj) and _owned_within(obj, ref, groups)
                         and self.kube.delete(resource, ref.namespace, name_of(obj), uid=uid_of(obj))):
                     deleted.append(f"{resource.kind}/{name_of(obj)}")
         if deleted:
@@ -240,10 +242,16 @@ class ReplicaActivities:
         events.record(self.kube, request.ref, request.reason, request.message, type=request.type)
 
 
-def _owned_within(obj: JSON, ref: ReplicaRef) -> bool:
-    """Owned by the PCS itself or by one of its PCSGs (whose own owner is the PCS): never a foreign object."""
-    refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return any(r.get("uid") == ref.pcs_uid or r.get("kind") == names.KIND_PODCLIQUESCALINGGROUP for r in refs)
+def _our_scaling_groups(groups: Iterable[JSON], ref: ReplicaRef) -> set[str]:
+    """UIDs of the PCSGs the PCS controls (terminating ones too: their PodCliques are still ours)."""
+    return {uid_of(g) for g in groups if controller_uid(g) == ref.pcs_uid}
+
+
+def _owned_within(obj: JSON, ref: ReplicaRef, scaling_groups: set[str]) -> bool:
+    """Owned by the PCS itself or by one of its PCSGs (`scaling_groups`, their UIDs): never a foreign object, even
+    one with our labels and a PodCliqueScalingGroup owner of its own."""
+    owners = {r.get("uid") for r in obj.get("metadata", {}).get("ownerReferences") or []}
+    return ref.pcs_uid in owners or bool(owners & scaling_groups)
 
 
 def _short_list(items: list[str], limit: int = 12) -> str:
@@ -346,8 +354,9 @@ class _Materialiser:
                         {"spec": {"replicas": pclq.replicas, "minAvailable": pclq.min_available}},
                     )
                     self.updated.append(f"PodClique/{pclq.name}")
+        groups = _our_scaling_groups((self.view.pcsgs or {}).values(), self.ref)
         for name, obj in list(self.view.pclqs.items()):
-            if (name not in planned and ours(obj) and not terminating(obj) and _owned_within(obj, self.ref)
+            if (name not in planned and ours(obj) and not terminating(obj) and _owned_within(obj, self.ref, groups)
                     and self.kube.delete(PODCLIQUES, self.namespace, name, uid=uid_of(obj),
                                          propagation="Foreground")):
                 self.deleted.append(f"PodClique/{name}")
