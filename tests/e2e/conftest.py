@@ -78,3 +78,35 @@ class Histories:
 @pytest.fixture
 def histories(request: pytest.FixtureRequest) -> Histories:
     return Histories(bool(request.config.getoption("--record-histories")))
+
+
+# --- the worker as deploy/'s ServiceAccount (tests/deploykit.py) ----------------------------------------------------
+@pytest.fixture(scope="session")
+def service_account_kubeconfig(stack: LocalStack, crds: list[str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """deploy/ applied to the stack; a kubeconfig holding a TokenRequest token of its ServiceAccount (no admin)."""
+    from tests import deploykit
+
+    deploykit.apply(stack.kubeconfig)
+    token = deploykit.request_token(stack.kubeconfig)
+    path = tmp_path_factory.mktemp("service-account") / "kubeconfig"
+    return deploykit.write_kubeconfig(path, deploykit.cluster_access(stack.kubeconfig), token)
+
+
+@pytest.fixture
+def sa_worker_process(stack: LocalStack, namespace: str, service_account_kubeconfig: Path,
+                      request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    """Like worker_process, authenticated as deploy/'s ServiceAccount; its Lease where deploy/'s Role grants it."""
+    from tests import deploykit
+
+    log_dir = Path(stack.run_dir) / "test-workers"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    process = WorkerProcess(kubeconfig=service_account_kubeconfig, temporal_address=stack.temporal_address,
+                            namespace=namespace, log_dir=log_dir,
+                            extra_env={"GROVE_TEMPORAL_LEASE_NAMESPACE": deploykit.NAMESPACE}).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(f"--- worker log ({process.log_path.parent}) ---\n{process.logs()[-20000:]}")

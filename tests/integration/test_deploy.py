@@ -5,6 +5,7 @@ container engine here (tests/unit/test_deploy_static.py checks the Dockerfile's 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,9 @@ def test_server_side_dry_run_of_the_kustomization_passes(stack: LocalStack, crds
     proc = deploykit.kubectl(stack.kubeconfig, "apply", "--dry-run=server", "-k", str(deploykit.DEPLOY))
     lines = proc.stdout.splitlines()
     expected = {(d["kind"], d["metadata"]["name"]) for d in deploykit.build()}
-    assert len(lines) == len(expected) and all(line.endswith("(server dry run)") for line in lines), proc.stdout
+    assert len(lines) == len(expected) and all(line.endswith("(server dry run)") for line in lines), (
+        proc.stdout
+    )
     # The namespace warns on Pod Security "restricted" violations; the worker's pod template has none. (The CRDs
     # the session's `crds` fixture created without kubectl get a harmless last-applied-annotation warning.)
     warnings = [w for w in proc.stderr.splitlines() if "last-applied-configuration" not in w]
@@ -34,7 +37,8 @@ def test_server_side_dry_run_of_the_kustomization_passes(stack: LocalStack, crds
 
 
 def test_apply_creates_the_service_account_its_rbac_and_an_idle_deployment(
-        stack: LocalStack, kube: ApiClient, crds: list[str]) -> None:
+    stack: LocalStack, kube: ApiClient, crds: list[str]
+) -> None:
     applied = deploykit.apply(stack.kubeconfig)
     deploykit.apply(stack.kubeconfig)  # idempotent: a second apply changes nothing and fails on nothing
     core, rbac = CoreV1Api(kube), RbacAuthorizationV1Api(kube)
@@ -42,16 +46,24 @@ def test_apply_creates_the_service_account_its_rbac_and_an_idle_deployment(
     role = rbac.read_cluster_role(deploykit.CLUSTER_ROLE)
     wanted = deploykit.find(applied, "ClusterRole")["rules"]
     assert [(r.api_groups, r.resources, r.verbs) for r in role.rules] == [
-        (r["apiGroups"], r["resources"], r["verbs"]) for r in wanted]
+        (r["apiGroups"], r["resources"], r["verbs"]) for r in wanted
+    ]
     binding = rbac.read_cluster_role_binding(deploykit.CLUSTER_ROLE)
     assert [(s.kind, s.namespace, s.name) for s in binding.subjects] == [
-        ("ServiceAccount", deploykit.NAMESPACE, deploykit.SERVICE_ACCOUNT)]
-    assert rbac.read_namespaced_role_binding(deploykit.LEASE_ROLE, deploykit.NAMESPACE).role_ref.name == \
-        deploykit.LEASE_ROLE
+        ("ServiceAccount", deploykit.NAMESPACE, deploykit.SERVICE_ACCOUNT)
+    ]
+    assert (
+        rbac.read_namespaced_role_binding(deploykit.LEASE_ROLE, deploykit.NAMESPACE).role_ref.name
+        == deploykit.LEASE_ROLE
+    )
     deployment = AppsV1Api(kube).read_namespaced_deployment("grove-temporal", deploykit.NAMESPACE)
     assert deployment.spec.replicas == 0
-    assert core.read_namespaced_config_map("grove-temporal", deploykit.NAMESPACE).data[
-        "GROVE_TEMPORAL_TASK_QUEUE"] == "grove-temporal"
+    assert (
+        core.read_namespaced_config_map("grove-temporal", deploykit.NAMESPACE).data[
+            "GROVE_TEMPORAL_TASK_QUEUE"
+        ]
+        == "grove-temporal"
+    )
 
 
 def test_the_builder_stage_inputs_make_a_wheel_with_the_entrypoint(tmp_path: Path) -> None:
@@ -71,15 +83,23 @@ def test_the_builder_stage_inputs_make_a_wheel_with_the_entrypoint(tmp_path: Pat
                 else:
                     shutil.copy2(path, src / source)
     out = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), str(src)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), str(src)],
+        check=True,
+        timeout=300,
+    )
     (wheel,) = out.glob("grove_temporal-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     assert "grove-temporal = worker.cli:main" in entry_points
-    assert {"worker/cli.py", "worker/app.py", "activities/replica.py", "workflows/replica.py",
-            "grove/plan.py"} <= set(names)
+    assert {
+        "worker/cli.py",
+        "worker/app.py",
+        "activities/replica.py",
+        "workflows/replica.py",
+        "grove/plan.py",
+    } <= set(names)
 
 
 def _docker_compose() -> str | None:
@@ -90,21 +110,43 @@ def _docker_compose() -> str | None:
     return docker if probe.returncode == 0 else None
 
 
-@pytest.mark.skipif(_docker_compose() is None,
-                    reason="no docker client with the compose plugin (`docker compose version` fails)")
-def test_docker_compose_config_validates(tmp_path: Path) -> None:
-    # `docker compose config` parses, interpolates and validates against the Compose schema; it needs no engine.
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+def _compose_config(**env: str) -> dict:
+    """`docker compose config`: parse, interpolate and validate against the Compose schema; needs no engine."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GROVE_TEMPORAL_")}
     proc = subprocess.run(
-        [str(_docker_compose()), "compose", "-f", str(deploykit.REPO / "docker-compose.yml"), "config", "--format",
-         "yaml"],
-        capture_output=True, text=True, timeout=60, cwd=deploykit.REPO,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GROVE_TEMPORAL_KUBECONFIG": str(kubeconfig)},
+        [
+            str(_docker_compose()),
+            "compose",
+            "-f",
+            str(deploykit.REPO / "docker-compose.yml"),
+            "config",
+            "--format",
+            "yaml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=deploykit.REPO,
+        env={**clean, **env},
     )
     assert proc.returncode == 0, proc.stderr
-    resolved = yaml.safe_load(proc.stdout)
+    return yaml.safe_load(proc.stdout)  # type: ignore[no-any-return]
+
+
+def _kubeconfig_mount(resolved: dict) -> dict:
     worker = resolved["services"]["worker"]
     assert worker["build"]["dockerfile"] == "deploy/Dockerfile"
-    mount = next(v for v in worker["volumes"] if v["target"] == "/etc/grove-temporal/kubeconfig")
+    return next(v for v in worker["volumes"] if v["target"] == "/etc/grove-temporal/kubeconfig")
+
+
+@pytest.mark.skipif(
+    _docker_compose() is None,
+    reason="no docker client with the compose plugin (`docker compose version` fails)",
+)
+def test_docker_compose_config_validates(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    mount = _kubeconfig_mount(_compose_config(GROVE_TEMPORAL_KUBECONFIG=str(kubeconfig)))
     assert mount["source"] == str(kubeconfig) and mount["read_only"] is True
+    default = _kubeconfig_mount(_compose_config())
+    assert default["source"] == str(Path.home() / ".kube" / "config") and default["read_only"] is True
