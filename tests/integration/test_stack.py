@@ -205,7 +205,7 @@ def test_losing_a_node_removes_its_pods(stack: LocalStack, kube: ApiClient, name
     core = CoreV1Api(kube)
     (node_name,) = stack.add_nodes(1, labels={"grove-temporal.io/test-node": namespace})
     on_lost_node = running_pod(core, namespace, node_selector={"grove-temporal.io/test-node": namespace})
-    elsewhere = running_pod(core, namespace)
+    elsewhere = running_pod(core, namespace, node_selector={"kubernetes.io/hostname": "kwok-node-0"})
     assert on_lost_node.spec.node_name == node_name
     assert elsewhere.spec.node_name != node_name
 
