@@ -6,10 +6,13 @@ describes, which already happened.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
 from datetime import UTC, datetime
+
+from temporalio import activity
 
 from activities.kubeapi import EVENTS, Kube, KubeError
 from grove import names
@@ -33,7 +36,7 @@ def record_for_pcs(
     body = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{pcs}.", "namespace": namespace},
+        "metadata": {**_identity(namespace, pcs, reason), "namespace": namespace},
         "involvedObject": {
             "apiVersion": names.GROVE_API_VERSION,
             "kind": names.KIND_PODCLIQUESET,
@@ -54,4 +57,17 @@ def record_for_pcs(
     try:
         kube.create(EVENTS, namespace, body)
     except KubeError as exc:
+        if exc.conflict:
+            return  # a retried activity: its first attempt already recorded this very Event
         log.warning("could not record event %s on %s/%s: %s", reason, namespace, pcs, exc)
+
+
+def _identity(namespace: str, pcs: str, reason: str) -> dict[str, str]:
+    """Inside an activity, a name fixed by the activity (run id + activity id survive retries), so a retry after
+    a lost response cannot record the Event twice; elsewhere a generated name."""
+    try:
+        info = activity.info()
+    except RuntimeError:
+        return {"generateName": f"{pcs}."}
+    key = f"{info.workflow_run_id}/{info.activity_id}/{namespace}/{pcs}/{reason}"
+    return {"name": f"{pcs}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"}

@@ -68,6 +68,8 @@ def statuses(items: Sequence[ReplicaStatus]) -> None:
             left = (d.due_at - now).total_seconds()
             console.print(f"  [red]deadline[/red] {d.scope.value} {d.target}: due {clock(d.due_at)} "
                           f"({'in ' + duration_text(left) if left > 0 else 'now'}) — {d.cause}")
+        for held in status.held:
+            console.print(f"  [bold red]due, held[/bold red] ({'paused' if status.paused else 'spec invalid'}): {held}")
         for rejected in status.rejected:
             console.print(f"  [yellow]rejected:[/yellow] {rejected}")
         console.print()

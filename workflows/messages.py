@@ -276,6 +276,9 @@ class ReplicaStatus(Message):
     waiting_for: tuple[str, ...] = ()
     terminations: tuple[TerminationRecord, ...] = ()
     terminations_total: int = 0
+    held: tuple[str, ...] = Field(
+        default=(), description="terminations due now but held back (paused, or the spec is invalid)"
+    )
     rejected: tuple[str, ...] = Field(default=(), description="recent control requests that were rejected, why")
     observed_at: datetime | None = None
     runs: int = 1

@@ -317,8 +317,8 @@ class ReplicaWorkflow:
     def _phase_of(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> Phase:
         if self._held:
             return Phase.INVALID
-        if evaluation.deadlines or (evaluation.terminations and (self.paused or self._held)):
-            return Phase.BREACHED
+        if evaluation.deadlines or evaluation.terminations or views.current_breaches(evaluation):
+            return Phase.BREACHED  # counting down, held (paused/invalid), or breached with termination off
         if snapshot.drift or any(not h.present for h in evaluation.cliques.values()):
             return Phase.CREATING
         if self._gates is not None and not self._gates.base_gang_ready:
@@ -443,6 +443,8 @@ class ReplicaWorkflow:
             base_gang_ready=bool(self._gates and self._gates.base_gang_ready),
             waiting_for=self._gates.waiting_for if self._gates else (),
             terminations=tuple(self.terminations), terminations_total=self.terminations_total,
+            held=tuple(t.reason for t in self._evaluation.terminations)
+            if self._evaluation and (self.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.runs,
         )

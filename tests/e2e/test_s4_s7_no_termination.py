@@ -51,7 +51,10 @@ async def test_s4_without_termination_delay_a_breach_is_mirrored_and_nothing_is_
     assert _breach_condition(cluster, "nodelay-0-frontend", "True") is not None, "still mirrored as breached"
     status = await replica.status()
     assert status.terminations_total == 0 and status.incarnation == 1 and status.deadlines == ()
+    assert status.phase is Phase.BREACHED, "breached, even with gang termination off"
     assert not cluster.events("GangTerminated")
+    (detected,) = cluster.events("BreachDetected")
+    assert "nodelay-0-frontend" in detected["message"] and "no termination pending" in detected["message"]
     await histories.keep(replica.handle, "s4_breach_without_termination_delay")
 
 
