@@ -62,21 +62,27 @@ def mirror(kube: Kube, request: MirrorRequest) -> list[str]:
 
 
 def _mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
-    """PCS replicas and availableReplicas, counted from its PodCliques' mirrored status."""
+    """PCS replicas and availableReplicas, from the mirrored status of its PodCliques and PCSGs.
+
+    A replica counts as available the way grove.availability.replica_available decides: every standalone
+    PodClique has minAvailable Ready pods and every PCSG has minAvailable available replicas."""
     obj = kube.get(PODCLIQUESETS, namespace, pcs)
     if obj is None or uid_of(obj) != pcs_uid:
         return False
     selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs}"
-    replicas: dict[str, list[JSON]] = defaultdict(list)
+    members: dict[str, list[bool]] = defaultdict(list)
     for pclq in kube.list_items(PODCLIQUES, namespace, label_selector=selector):
-        index = (pclq["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX)
-        if index is not None and not pclq["metadata"].get("deletionTimestamp"):
-            replicas[index].append(pclq)
+        labels = pclq["metadata"].get("labels") or {}
+        index = labels.get(names.LABEL_PCS_REPLICA_INDEX)
+        if index is not None and names.LABEL_PCSG not in labels and not pclq["metadata"].get("deletionTimestamp"):
+            members[index].append(_pclq_available(pclq))
+    for group in kube.list_items(SCALINGGROUPS, namespace, label_selector=selector):
+        index = (group["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX)
+        if index is not None and not group["metadata"].get("deletionTimestamp"):
+            members[index].append(_pcsg_available(group))
     wanted = int((obj.get("spec") or {}).get("replicas") or 0)
     available = sum(
-        1
-        for index, pclqs in replicas.items()
-        if index.isdigit() and int(index) < wanted and all(_pclq_available(p) for p in pclqs)
+        1 for index, ok in members.items() if index.isdigit() and int(index) < wanted and ok and all(ok)
     )
     status = dict(obj.get("status") or {})
     desired = {**status, "replicas": wanted, "availableReplicas": available}
@@ -85,6 +91,11 @@ def _mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
     kube.patch(PODCLIQUESETS, namespace, pcs, {"status": {"replicas": wanted, "availableReplicas": available}},
                subresource="status")
     return True
+
+
+def _pcsg_available(group: JSON) -> bool:
+    status, spec = group.get("status") or {}, group.get("spec") or {}
+    return int(status.get("availableReplicas") or 0) >= int(spec.get("minAvailable") or 1)
 
 
 def _pclq_available(pclq: JSON) -> bool:

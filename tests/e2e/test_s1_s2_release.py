@@ -7,7 +7,7 @@ from temporalio.client import Client
 
 from tests.e2e import scenarios
 from tests.e2e.conftest import Histories
-from tests.e2e.harness import Cluster, WorkerProcess
+from tests.e2e.harness import Cluster, WorkerProcess, wait_for
 
 
 async def test_s1_standalone_cliques_form_the_base_gang(cluster: Cluster, worker_process: WorkerProcess,
@@ -18,6 +18,9 @@ async def test_s1_standalone_cliques_form_the_base_gang(cluster: Cluster, worker
 
 async def test_s2_scaled_gangs_wait_for_the_base_gang(cluster: Cluster, worker_process: WorkerProcess) -> None:
     scenarios.s2_scaled_gangs_wait_for_the_base_gang(cluster)
+    # The PCS status mirror counts the replica as available (standalone cliques and PCSG minAvailable met).
+    wait_for(lambda: ((cluster.pcs("p") or {}).get("status") or {}).get("availableReplicas") == 1, timeout=20,
+             what="PodCliqueSet status.availableReplicas == 1")
 
 
 async def test_s2_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(
