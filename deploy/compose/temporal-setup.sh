@@ -8,7 +8,10 @@ t() { temporal --address "$address" "$@"; }
 until t operator cluster health >/dev/null 2>&1; do echo "waiting for Temporal at $address"; sleep 2; done
 t operator namespace describe --namespace "$namespace" >/dev/null 2>&1 \
   || t operator namespace create --namespace "$namespace" --retention 72h
-existing=$(t operator search-attribute list --namespace "$namespace")
+# A new namespace reaches the frontend's namespace cache a few seconds after it is registered.
+until existing=$(t operator search-attribute list --namespace "$namespace" 2>/dev/null); do
+  echo "waiting for namespace $namespace"; sleep 2
+done
 for pair in GroveNamespace:Keyword GrovePodCliqueSet:Keyword GrovePhase:Keyword GroveReplica:Int GrovePaused:Bool; do
   name=${pair%%:*}
   type=${pair#*:}

@@ -5,6 +5,7 @@ container engine here (tests/unit/test_deploy_static.py checks the Dockerfile's 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,6 +101,30 @@ def test_the_builder_stage_inputs_make_a_wheel_with_the_entrypoint(tmp_path: Pat
         "workflows/replica.py",
         "grove/plan.py",
     } <= set(names)
+
+
+def test_the_compose_setup_job_registers_namespace_and_search_attributes(stack: LocalStack, tmp_path: Path) -> None:
+    """deploy/compose/temporal-setup.sh against a real Temporal server (the stack's, with the cached `temporal` CLI
+    in place of the admin-tools image's): a new namespace gets every search attribute the workflows set; a second
+    run changes nothing and succeeds."""
+    from worker.localstack.binaries import path_of
+    from worker.localstack.temporal import SEARCH_ATTRIBUTES
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "temporal").symlink_to(path_of("temporal"))
+    namespace = f"compose-{tmp_path.name[-8:]}".lower().replace("_", "-")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "TEMPORAL_ADDRESS": stack.temporal_address, "TEMPORAL_NAMESPACE": namespace}
+    script = str(deploykit.DEPLOY / "compose" / "temporal-setup.sh")
+    for _ in range(2):
+        proc = subprocess.run(["sh", script], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    listing = subprocess.run([str(path_of("temporal")), "operator", "search-attribute", "list", "--address",
+                              stack.temporal_address, "--namespace", namespace, "-o", "json"],
+                             env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    custom = json.loads(listing)["customAttributes"]
+    types = {"INDEXED_VALUE_TYPE_KEYWORD": "Keyword", "INDEXED_VALUE_TYPE_INT": "Int", "INDEXED_VALUE_TYPE_BOOL": "Bool"}
+    assert {k: types.get(v, v) for k, v in custom.items() if k.startswith("Grove")} == SEARCH_ATTRIBUTES
 
 
 def _docker_compose() -> str | None:
