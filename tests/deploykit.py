@@ -75,8 +75,9 @@ def cluster_access(admin_kubeconfig: Path | str) -> ClusterAccess:
     return ClusterAccess(cluster["server"], cluster["certificate-authority-data"])
 
 
-def request_token(admin_kubeconfig: Path | str, *, seconds: int = 3600) -> str:
-    """A bound token for deploy/'s ServiceAccount from the TokenRequest API (`kubectl create token` calls it)."""
+def request_token(admin_kubeconfig: Path | str, *, seconds: int = 86400) -> str:
+    """A bound token for deploy/'s ServiceAccount from the TokenRequest API (`kubectl create token` calls it); a
+    day, so a long session-scoped fixture never outlives it."""
     proc = kubectl(admin_kubeconfig, "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, f"--duration={seconds}s")
     return proc.stdout.strip()
 
