@@ -1,0 +1,91 @@
+"""B5 recovery: SIGKILL the worker while N replicas are active; how long until every replica's workflow makes
+progress again.
+
+Progress, precisely: after the SIGKILL, one pod of every replica is made NotReady (its readiness probe fails, as
+KWOK reports it); a replica has made progress when its PodClique's status, written by the replica workflow's
+mirror activity, shows readyReplicas=0. That takes the whole path on the new worker: the watcher (after leader
+election) sees the pod, nudges the workflow, the workflow (replayed on the new worker) observes the cluster,
+evaluates, and its activity writes the mirror. The new worker process is started the moment the old one is dead.
+
+Also reported: when the new worker answered /readyz, when it took the watcher's Lease, and when each pod was
+seen NotReady (KWOK's part, not ours).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from activities.kubeapi import LEASES
+from bench import replicas
+from bench.cluster import BenchCluster, Clusters
+from bench.observer import Observer
+from bench.sampling import wait_quiet
+from bench.stats import summary
+from bench.workerproc import WorkerProc
+from bench.workload import fail_readiness
+
+
+async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10,
+              timeout: float = 900.0) -> dict[str, Any]:
+    async with clusters.cluster(pods=replicas) as cluster:
+        return await _run(cluster, replicas, per_pcs, timeout)
+
+
+def _lease_holder(cluster: BenchCluster, worker: WorkerProc) -> str:
+    lease = cluster.kube.get(LEASES, worker.namespace, f"grove-temporal-watcher-{worker.namespace}")
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def _watch_worker(cluster: BenchCluster, worker: WorkerProc, timeout: float) -> tuple[float, float]:
+    """Poll until the new worker answers /readyz and holds the Lease; returns both moments."""
+    ready_at = leader_at = 0.0
+    deadline = time.monotonic() + timeout
+    while (not ready_at or not leader_at) and time.monotonic() < deadline:
+        if not ready_at and (worker.readyz() or {}).get("worker") == "ok":
+            ready_at = time.time()
+        if not leader_at and _lease_holder(cluster, worker) == worker.identity:
+            leader_at = time.time()
+        time.sleep(0.1)
+    return ready_at, leader_at
+
+
+async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float) -> dict[str, Any]:
+    namespace = cluster.namespace("b5")
+    worker = cluster.worker(namespace)
+    worker.wait_ready()
+    fleet = replicas.plan(namespace, n, per_pcs)
+    with Observer(cluster.kube, [namespace]) as observer:
+        replicas.create_all(cluster, fleet)
+        await replicas.settle(observer, fleet, timeout)
+        await wait_quiet(worker, timeout=timeout)
+        pclqs = {t.name: t for t in observer.select("PodClique", namespace) if t.gone_at is None}
+        pods = {t.name: t for t in observer.select("Pod", namespace) if t.gone_at is None}
+        killed = time.time()
+        worker.kill()
+        worker.start()
+        watching = asyncio.create_task(asyncio.to_thread(_watch_worker, cluster, worker, timeout))
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda p: fail_readiness(cluster.kube, namespace, p[2]), fleet.pods()))
+        changed = time.time()
+
+        def progressed() -> bool:
+            return all(t.first(lambda s: s["ready_replicas"] == 0, after=killed) for t in pclqs.values())
+
+        await asyncio.to_thread(observer.wait, progressed, timeout, f"{n} replicas progressed after the kill", 0.25)
+        ready_at, leader_at = await watching
+    progress = [t.first(lambda s: s["ready_replicas"] == 0, after=killed) or 0.0 for t in pclqs.values()]
+    not_ready = [t.first(lambda s: not s["ready"], after=killed) or 0.0 for t in pods.values()]
+    all_progressed = max(progress) - killed
+    return {
+        "replicas": n,
+        "all_progressed_after_kill_s": round(all_progressed, 2),
+        "progressed_after_kill_s": summary([t - killed for t in progress]),
+        "worker_ready_after_kill_s": round(ready_at - killed, 2) if ready_at else None,
+        "watcher_lease_taken_after_kill_s": round(leader_at - killed, 2) if leader_at else None,
+        "pods_patched_after_kill_s": round(changed - killed, 2),
+        "pods_seen_notready_after_kill_s": summary([t - killed for t in not_ready]),
+        "targets": {"le_30s": all_progressed <= 30.0},
+    }

@@ -1,0 +1,110 @@
+"""The floor of B1: the least any controller must do to release the same gates on the same apiserver.
+
+Run as its own process (`python -m bench.floor --kubeconfig K --namespace NS --base-pods 4`) with the product's
+client stack (kubernetes.client.ApiClient under activities.kubeapi.Kube). One thread, no Temporal, no reads
+beyond the watch: a base pod is ungated the moment its ADDED event arrives; the scaled pods of a gang are ungated
+the moment the watch shows every one of its base gang's pods bound to a node. Same patch as the product's
+release_gates (strategic merge deleting only our gate, with a UID precondition).
+
+`create_replica` (used by the benchmark, not by this script) creates the very pods the product would create for
+one replica, from the product's own plan, in the product's order.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+from activities.kubeapi import JSON, PODS, Kube
+from grove import manifests, names
+from grove.plan import plan_replica
+from grove.validation import parse_pcs
+
+
+def create_replica(kube: Kube, manifest: JSON) -> list[str]:
+    """Create the gated pods of replica 0 of `manifest` (a PCS that is never applied); returns their names."""
+    pcs, problems = parse_pcs(manifest)
+    assert pcs is not None and not problems, problems
+    plan = plan_replica(pcs, 0)
+    namespace = manifest["metadata"]["namespace"]
+    created = []
+    for pclq in plan.pod_cliques:
+        for index in range(len(pclq.pod_names)):
+            body = manifests.pod_manifest(pcs, plan, pclq.name, index)
+            kube.create(PODS, namespace, body)
+            created.append(body["metadata"]["name"])
+    return created
+
+
+def _gated(pod: JSON) -> bool:
+    return any(g.get("name") == names.SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+class Floor:
+    def __init__(self, kube: Kube, namespace: str, base_pods: int) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.base_pods = base_pods
+        self.released: set[str] = set()  # pod UIDs patched
+        self.scheduled: dict[str, set[str]] = defaultdict(set)  # base gang -> names of its bound base pods
+        self.waiting: dict[str, dict[str, str]] = defaultdict(dict)  # base gang -> scaled pod name -> uid
+
+    def release(self, name: str, uid: str) -> None:
+        if uid in self.released:
+            return
+        self.released.add(uid)
+        patch = {"metadata": {"uid": uid},
+                 "spec": {"schedulingGates": [{"$patch": "delete", "name": names.SCHEDULING_GATE}]}}
+        self.kube.patch(PODS, self.namespace, name, patch, content_type="application/strategic-merge-patch+json")
+
+    def on_pod(self, pod: JSON) -> None:
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        name, uid = meta["name"], meta["uid"]
+        if meta.get("deletionTimestamp"):
+            return
+        base_gang = labels.get(names.LABEL_BASE_PODGANG)
+        if base_gang is None:  # a base pod
+            gang = labels.get(names.LABEL_PODGANG, "")
+            if _gated(pod):
+                self.release(name, uid)
+            elif (pod.get("spec") or {}).get("nodeName"):
+                self.scheduled[gang].add(name)
+                if len(self.scheduled[gang]) >= self.base_pods:
+                    for scaled, scaled_uid in sorted(self.waiting.pop(gang, {}).items()):
+                        self.release(scaled, scaled_uid)
+        elif _gated(pod):
+            if len(self.scheduled[base_gang]) >= self.base_pods:
+                self.release(name, uid)
+            else:
+                self.waiting[base_gang][name] = uid
+
+    def run(self) -> None:
+        selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+        listing = self.kube.list(PODS, self.namespace, label_selector=selector)
+        for pod in listing.get("items") or []:
+            self.on_pod(pod)
+        version = listing["metadata"]["resourceVersion"]
+        print("floor: watching", flush=True)
+        while True:
+            for event in self.kube.watch(PODS, self.namespace, resource_version=version, label_selector=selector,
+                                         timeout_seconds=3600):
+                obj = event.get("object") or {}
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    self.on_pod(obj)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--base-pods", type=int, required=True, help="pods in each base gang")
+    args = parser.parse_args()
+    from worker.kube import api_client
+
+    Floor(Kube(api_client(args.kubeconfig)), args.namespace, args.base_pods).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Run one scenario: stack(s) up, measure, envelope the figures with machine, versions, commit and command."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from bench import env, report
+from bench.cluster import Clusters
+
+if TYPE_CHECKING:
+    from worker.localstack.stack import LocalStack
+
+Scenario = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def scenarios() -> dict[str, Scenario]:
+    from bench import b1_release, b2_termination, b3_scale, b4_idle, b5_recovery
+
+    return {"b1": b1_release.run, "b2": b2_termination.run, "b3": b3_scale.run, "b4": b4_idle.run,
+            "b5": b5_recovery.run}
+
+
+async def run_scenario(name: str, options: dict[str, Any], *, stack: LocalStack | None = None) -> dict[str, Any]:
+    started = time.time()
+    machine = env.machine()
+    clusters = Clusters(stack)
+    results = await scenarios()[name](clusters, **options)
+    notes = list(results.pop("notes", []))
+    return report.envelope(name, options, results, kube_version=clusters.kube_version, started=started,
+                           machine=machine, notes=notes)

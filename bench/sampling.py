@@ -1,0 +1,97 @@
+"""Before/after readings of a worker process: CPU, memory, /metrics counters, Temporal history lengths."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from bench import procs, promtext
+from bench.promtext import KUBE_REQUESTS, Counters
+from bench.workerproc import WorkerProc
+
+# Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
+BACKGROUND_RESOURCES = ("leases",)
+BACKGROUND_VERBS = ("watch",)
+
+
+@dataclass
+class Reading:
+    at: float
+    cpu_seconds: float
+    rss_bytes: int
+    peak_rss_bytes: int
+    counters: Counters
+
+    @staticmethod
+    def take(worker: WorkerProc) -> Reading:
+        proc = procs.sample(worker.pid)
+        return Reading(time.time(), proc.cpu_seconds, proc.rss_bytes, proc.peak_rss_bytes,
+                       promtext.scrape(worker.http_port))
+
+
+@dataclass
+class Delta:
+    seconds: float
+    cpu_seconds: float
+    counters: Counters
+
+    @staticmethod
+    def between(before: Reading, after: Reading) -> Delta:
+        return Delta(after.at - before.at, after.cpu_seconds - before.cpu_seconds, after.counters - before.counters)
+
+    def requests(self, *, foreground_only: bool = False) -> float:
+        total = self.counters.total(KUBE_REQUESTS)
+        if foreground_only:
+            total -= self.background_requests()
+        return total
+
+    def background_requests(self) -> float:
+        by = self.counters.by(KUBE_REQUESTS, "verb", "resource")
+        return sum(v for key, v in by.items()
+                   if key.split("/")[0] in BACKGROUND_VERBS or key.split("/", 1)[1] in BACKGROUND_RESOURCES)
+
+    def requests_by_verb(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.counters.by(KUBE_REQUESTS, "verb").items()}
+
+    def requests_by_verb_resource(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.counters.by(KUBE_REQUESTS, "verb", "resource").items()}
+
+
+def foreground(counters: Counters) -> float:
+    return Delta(0, 0, counters).requests(foreground_only=True)
+
+
+async def wait_quiet(worker: WorkerProc, quiet_seconds: float = 5.0, timeout: float = 600.0) -> float:
+    """Until the worker has issued no Kubernetes request other than lease renewals and watches for
+    `quiet_seconds`: whatever the last change set off is finished. Returns when that quiet began."""
+    began = time.monotonic()
+    last = foreground(await asyncio.to_thread(promtext.scrape, worker.http_port))
+    last_change = time.time()
+    while time.monotonic() - began < timeout:
+        await asyncio.sleep(0.5)
+        now = foreground(await asyncio.to_thread(promtext.scrape, worker.http_port))
+        if now != last:
+            last, last_change = now, time.time()
+        elif time.time() - last_change >= quiet_seconds:
+            return last_change
+    raise TimeoutError(f"the worker never went quiet within {timeout:.0f}s")
+
+
+async def history_lengths(client: Client, workflow_ids: Iterable[str], concurrency: int = 16) -> dict[str, int]:
+    """DescribeWorkflowExecution history length of each workflow's current run."""
+    semaphore = asyncio.Semaphore(concurrency)
+    found: dict[str, int] = {}
+
+    async def one(workflow_id: str) -> None:
+        async with semaphore:
+            with contextlib.suppress(RPCError):
+                found[workflow_id] = (await client.get_workflow_handle(workflow_id).describe()).history_length
+
+    await asyncio.gather(*(one(w) for w in workflow_ids))
+    return found

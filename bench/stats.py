@@ -1,0 +1,37 @@
+"""Summaries of samples: the same percentile definition everywhere (nearest rank, no interpolation)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile: the smallest sample with at least q% of the samples at or below it."""
+    if not values:
+        raise ValueError("no samples")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(values: Sequence[float], digits: int = 4) -> dict[str, Any]:
+    """n, min, p50, p95, p99, max and mean of `values` (seconds or whatever unit the caller uses)."""
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "min": round(min(values), digits),
+        "p50": round(percentile(values, 50), digits),
+        "p95": round(percentile(values, 95), digits),
+        "p99": round(percentile(values, 99), digits),
+        "max": round(max(values), digits),
+        "mean": round(sum(values) / len(values), digits),
+    }
+
+
+def ratio(numerator: float | None, denominator: float | None, digits: int = 2) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return round(numerator / denominator, digits)

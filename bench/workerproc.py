@@ -1,0 +1,107 @@
+"""`grove-temporal worker` as its own OS process: what the benchmarks measure (CPU, memory, /metrics)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.env import REPO
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class WorkerProc:
+    kubeconfig: Path
+    temporal_address: str
+    namespace: str
+    log_dir: Path
+    task_queue: str = ""
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+    http_port: int = 0
+    starts: int = 0
+
+    def __post_init__(self) -> None:
+        self.task_queue = self.task_queue or f"bench-{self.namespace}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the worker was never started"
+        return self.proc.pid
+
+    @property
+    def identity(self) -> str:
+        """The leader-election identity the worker gives itself (worker.config: hostname-pid)."""
+        return f"{socket.gethostname()}-{self.pid}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"worker-{self.namespace}-{self.starts}.log"
+
+    def start(self) -> WorkerProc:
+        self.starts += 1
+        self.http_port = free_port()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            sys.executable, "-m", "worker.cli", "worker",
+            "--kubeconfig", str(self.kubeconfig),
+            "--temporal-address", self.temporal_address,
+            "--namespace", self.namespace,
+            "--task-queue", self.task_queue,
+            "--http-port", str(self.http_port),
+            "--log-level", "WARNING",
+            *self.extra_args,
+        ]
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def readyz(self) -> dict[str, str] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/readyz", timeout=5) as response:
+                return dict(json.loads(response.read()))
+        except urllib.error.HTTPError as error:
+            return dict(json.loads(error.read() or b"{}"))
+        except (OSError, ValueError):
+            return None
+
+    def wait_ready(self, timeout: float = 90.0, leader: bool = True) -> float:
+        """Until /readyz says ok (and, by default, that this worker leads the watcher); returns the seconds taken."""
+        began = time.monotonic()
+        while time.monotonic() - began < timeout:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}; log: {self.log_path}")
+            checks = self.readyz() or {}
+            if checks.get("worker") == "ok" and (not leader or checks.get("watcher") == "leader"):
+                return time.monotonic() - began
+            time.sleep(0.25)
+        raise TimeoutError(f"worker not ready after {timeout:.0f}s; log: {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no lease release — what a crashed node does to a worker."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 40.0) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()

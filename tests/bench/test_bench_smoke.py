@@ -1,0 +1,101 @@
+"""Smoke versions of the benchmarks (issue 6): tiny sizes on the session's stack, so the benchmarks cannot rot.
+
+Nothing here asserts a performance target (figures come from `grove-temporal bench`, printed with their command);
+only that each scenario runs end to end and its JSON has the keys and sane values. Never-early (B2) is asserted:
+it is a correctness property, not a figure.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.runner import run_scenario
+
+if TYPE_CHECKING:
+    from worker.localstack.stack import LocalStack
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _envelope_ok(result: dict[str, Any], scenario: str) -> dict[str, Any]:
+    assert result["scenario"] == scenario
+    assert result["command"]
+    assert len(result["git"]["commit"]) == 40
+    assert result["machine"]["cpu_count"] >= 1 and result["machine"]["memory_gib"] > 0
+    assert len(result["machine"]["loadavg_at_start"]) == 3
+    for key in ("python", "temporalio", "kubernetes", "kube_apiserver", "temporal_cli"):
+        assert result["versions"][key], key
+    json.dumps(result)  # all of it serialisable
+    return dict(result["results"])
+
+
+def _positive_summary(summary: dict[str, Any], n: int | None = None) -> None:
+    assert summary["n"] > 0 if n is None else summary["n"] == n
+    assert 0 < summary["p50"] <= summary["p99"] <= summary["max"]
+
+
+async def test_b1_release_against_the_floor(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("b1", {"replicas": 2, "interval": 1.0}, stack=stack), "b1")
+    for side in ("product_s", "floor_s"):
+        _positive_summary(results[side]["base_release_from_create"], 2)
+        _positive_summary(results[side]["base_release_per_pod"], 8)
+        _positive_summary(results[side]["scaled_release_after_base_scheduled"], 2)
+    assert all(r["p50"] and r["p99"] for r in results["ratio_product_to_floor"].values())
+    assert set(results["targets"]) == {"scaled_release_p99_le_1s", "scaled_release_p99_le_3x_floor"}
+
+
+async def test_b2_termination_is_never_early(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("b2", {"replicas": 2, "delay": 2.0}, stack=stack), "b2")
+    _positive_summary(results["late_observed_s"], 2)
+    _positive_summary(results["late_recorded_s"], 2)
+    assert results["early"] == {"observed": 0, "recorded": 0, "server_deletion_timestamp": 0}
+    assert results["targets"]["never_early"]
+
+
+async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("b3", {"sizes": (3, 6), "per_pcs": 2}, stack=stack), "b3")
+    assert [s["replicas"] for s in results["sizes"]] == [3, 6]
+    for size in results["sizes"]:
+        assert 0 < size["all_released_s"] <= size["all_mirrored_ready_s"] <= size["quiet_s"]
+        assert size["worker_cpu_s"] > 0 and size["worker_peak_rss_mib"] > 0
+        assert size["kube_requests_by_verb"]["create"] >= size["replicas"]
+        assert size["history_events_per_replica"]["n"] == size["replicas"]
+    (growth,) = results["growth"]
+    assert growth["size_ratio"] == 2.0
+    assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
+
+
+async def test_b4_idle_cost_splits_fixed_and_per_replica(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("b4", {"replicas": 3, "window": 5.0, "per_pcs": 3}, stack=stack), "b4")
+    assert set(results["per_replica_per_hour"]) == {"kube_requests", "history_events", "cpu_seconds"}
+    fixed = results["fixed_per_worker_per_hour"]
+    assert fixed["kube_requests"] > 0 and fixed["cpu_seconds"] > 0  # lease renewals at the least
+    measured = results["measured"]
+    assert measured["resync_round_all_replicas"]["history_events"] > 0
+    assert measured["full_pass_loaded"]["history_events"] > 0
+    assert all(m["seconds"] > 0 for m in measured.values())
+
+
+async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("b5", {"replicas": 3, "per_pcs": 3}, stack=stack), "b5")
+    _positive_summary(results["progressed_after_kill_s"], 3)
+    assert abs(results["all_progressed_after_kill_s"] - results["progressed_after_kill_s"]["max"]) < 0.01
+    assert results["worker_ready_after_kill_s"] and results["watcher_lease_taken_after_kill_s"]
+
+
+def test_cli_writes_the_json(tmp_path: Path) -> None:
+    """The command as a user runs it: its own fresh stack, a table on stdout, the JSON where --out says."""
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "bench", "b2", "--replicas", "2", "--delay", "2", "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = tmp_path.glob("b2-*.json")
+    result = json.loads(path.read_text())
+    assert result["command"].endswith("bench b2 --replicas 2 --delay 2 --out " + str(tmp_path))
+    assert "late_observed_s" in done.stdout and str(path) in done.stdout
+    _envelope_ok(result, "b2")
