@@ -35,8 +35,8 @@ WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow]
 
 
 async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None) -> Client:
-    tls: TLSConfig | bool = settings.tls
-    if settings.tls_ca_path or settings.tls_cert_path:
+    tls: TLSConfig | bool | None = settings.tls
+    if settings.tls is not False and (settings.tls_ca_path or settings.tls_cert_path or settings.tls_server_name):
         tls = TLSConfig(
             server_root_ca_cert=_read(settings.tls_ca_path),
             client_cert=_read(settings.tls_cert_path),

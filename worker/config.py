@@ -11,13 +11,22 @@ from pydantic import BaseModel, Field, SecretStr
 from workflows.ids import DEFAULT_TASK_QUEUE
 
 
+def _flag(value: str | None) -> bool | None:
+    if value is None or value == "":
+        return None
+    return value.lower() in ("1", "true", "yes", "on")
+
+
 class TemporalSettings(BaseModel):
     address: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     namespace: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_NAMESPACE", "default"))
     api_key: SecretStr | None = Field(
         default_factory=lambda: SecretStr(v) if (v := os.environ.get("TEMPORAL_API_KEY")) else None
     )
-    tls: bool = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS", "").lower() in ("1", "true", "yes"))
+    tls: bool | None = Field(
+        default_factory=lambda: _flag(os.environ.get("TEMPORAL_TLS")),
+        description="None (unset): the SDK decides — TLS on when an API key is given, off otherwise",
+    )
     tls_ca_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_CA") or None)
     tls_cert_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_CERT") or None)
     tls_key_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_KEY") or None)
