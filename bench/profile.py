@@ -1,7 +1,8 @@
 """py-spy on the worker while a scenario measures: where its CPU goes, as collapsed stacks plus a top list.
 
-`py-spy record --format raw` writes one line per distinct stack ("frame;frame;... count"). From that: self time
-(the innermost frame) and inclusive time (every frame on the stack, counted once per stack) per function.
+`py-spy record --gil --format raw` samples only the thread holding the GIL (the worker's Python CPU, not its waits)
+and writes one line per distinct stack ("frame;frame;... count"). From that: self time (the innermost frame) and
+inclusive time (every frame on the stack, counted once per stack) per function.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Profiler:
             raise RuntimeError("py-spy is not installed (pip install py-spy)")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [binary, "record", "--pid", str(self.pid), "--format", "raw", "--rate", str(RATE), "--threads",
+            [binary, "record", "--pid", str(self.pid), "--format", "raw", "--rate", str(RATE), "--gil",
              "--nonblocking", "--output", str(self.out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self

@@ -23,6 +23,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def worker_env(log_dir: Path) -> dict[str, str]:
+    """The worker's environment, with bytecode caching as in the image (pip compiles .pyc files at install).
+
+    Temporal's workflow sandbox re-imports the workflow module for every workflow instance it creates; without a
+    .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1, as on the machine these figures come from) that is
+    a fresh compile of workflows/replica.py each time, 12% of the worker's Python CPU in a profile of B3 at 200.
+    The cache goes beside the run's logs, not into the repository."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPYCACHEPREFIX": str(log_dir / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 @dataclass
 class WorkerProc:
     kubeconfig: Path
@@ -67,7 +79,7 @@ class WorkerProc:
             *self.extra_args,
         ]
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            self.proc = subprocess.Popen(argv, cwd=REPO, env=worker_env(self.log_dir),
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
