@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import events
+from activities.fanout import fan_out
 from activities.kubeapi import (
     JSON,
     PODCLIQUES,
@@ -137,9 +138,8 @@ class ReplicaActivities:
     @activity.defn(name="release_gates")
     @translating_errors("release gates")
     def release_gates(self, request: ReleaseRequest) -> ReleaseResult:
-        released: list[str] = []
-        skipped: list[str] = []
-        for pod, uid in sorted(request.pods.items()):
+
+        def release(pod: str, uid: str) -> bool:
             patch = {
                 # The UID makes the patch fail (409) if the name now belongs to a different pod.
                 "metadata": {"uid": uid},
@@ -150,12 +150,16 @@ class ReplicaActivities:
                     PODS, request.ref.namespace, pod, patch,
                     content_type="application/strategic-merge-patch+json",
                 )
-                released.append(pod)
+                return True
             except KubeError as exc:
                 if exc.not_found or exc.conflict:  # gone, or the name now belongs to another pod
-                    skipped.append(pod)
-                    continue
+                    return False
                 raise
+
+        pods = sorted(request.pods.items())
+        done = fan_out([functools.partial(release, pod, uid) for pod, uid in pods])  # each pod on its own
+        released = [pod for (pod, _), ok in zip(pods, done, strict=True) if ok]
+        skipped = [pod for (pod, _), ok in zip(pods, done, strict=True) if not ok]
         if released:
             GATE_RELEASES.labels(request.gang_kind).inc(len(released))
             gangs = ", ".join(request.gangs) or "-"
@@ -288,12 +292,18 @@ class _Materialiser:
         self.delete_surplus_gangs()
 
     def _create(self, resource: Any, body: JSON) -> JSON | None:
-        try:
-            obj = self.kube.create(resource, self.namespace, body)
+        obj = self._create_quietly(resource, body)
+        if obj is not None:
             self.created.append(f"{body['kind']}/{body['metadata']['name']}")
-            return obj
+        return obj
+
+    def _create_quietly(self, resource: Any, body: JSON) -> JSON | None:
+        """Create `body`; None when it already exists (a retry after a lost response, or an old incarnation
+        still going). Records nothing: safe to call from several threads."""
+        try:
+            return self.kube.create(resource, self.namespace, body)
         except KubeError as exc:
-            if exc.conflict:  # AlreadyExists: a retry after a lost response, or an old incarnation still going
+            if exc.conflict:
                 return None
             raise
 
@@ -379,6 +389,8 @@ class _Materialiser:
                     self.view.gangs[gang.name] = created
 
     def ensure_pods(self) -> None:
+        missing: list[JSON] = []
+        surplus: list[tuple[str, JSON]] = []
         for pclq in self.plan.pod_cliques:
             obj = self.view.pclqs.get(pclq.name)
             if obj is None or terminating(obj):
@@ -390,18 +402,21 @@ class _Materialiser:
             for index, pod_name in enumerate(pclq.pod_names):
                 if pod_name in live or pod_name in self.view.pods:
                     continue  # present, or an older incarnation's pod still terminating: wait for it
-                body = manifests.pod_manifest(self.pcs_model, self.plan, pclq.name, index, owner=owner)
-                created = self._create(PODS, body)
-                if created is not None:
-                    self.view.pods[pod_name] = created
+                missing.append(manifests.pod_manifest(self.pcs_model, self.plan, pclq.name, index, owner=owner))
             wanted = set(pclq.pod_names)
             # Scale-in removes the highest pod indices first.
-            surplus = sorted((p for p in live if p not in wanted), key=_pod_index, reverse=True)
-            for pod_name in surplus:
-                pod = live[pod_name]
-                if self.kube.delete(PODS, self.namespace, pod_name, uid=uid_of(pod)):
-                    self.deleted.append(f"Pod/{pod_name}")
-                    pod["metadata"]["deletionTimestamp"] = "pending"
+            surplus += [(p, live[p]) for p in sorted((p for p in live if p not in wanted), key=_pod_index,
+                                                     reverse=True)]
+        # Pods do not depend on each other (their gangs exist by now): created concurrently, recorded in plan order.
+        created = fan_out([functools.partial(self._create_quietly, PODS, body) for body in missing])
+        for body, obj in zip(missing, created, strict=True):
+            if obj is not None:
+                self.created.append(f"Pod/{body['metadata']['name']}")
+                self.view.pods[body["metadata"]["name"]] = obj
+        for pod_name, pod in surplus:
+            if self.kube.delete(PODS, self.namespace, pod_name, uid=uid_of(pod)):
+                self.deleted.append(f"Pod/{pod_name}")
+                pod["metadata"]["deletionTimestamp"] = "pending"
 
     def update_references(self) -> None:
         refs = self._references()

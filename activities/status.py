@@ -6,9 +6,13 @@ stays the same, as Kubernetes conventions ask.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube
 from activities.view import uid_of
 from grove import names
@@ -46,16 +50,21 @@ def mirror(kube: Kube, request: MirrorRequest) -> list[str]:
     """Patch the status of each object whose status differs; returns the names written."""
     ref = request.ref
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    written: list[str] = []
-    for item in request.objects:
+
+    def write(item: ObjectStatusMirror) -> bool:
         resource = _RESOURCES[item.kind]
         current = kube.get(resource, ref.namespace, item.name)
         if current is None or (item.uid and uid_of(current) != item.uid):
-            continue  # gone or recreated since the decision: the next evaluation mirrors the new one
+            return False  # gone or recreated since the decision: the next evaluation mirrors the new one
         status = desired_status(current, item, now)
-        if status != (current.get("status") or {}):
-            kube.patch(resource, ref.namespace, item.name, {"status": status}, subresource="status")
-            written.append(item.name)
+        if status == (current.get("status") or {}):
+            return False
+        kube.patch(resource, ref.namespace, item.name, {"status": status}, subresource="status")
+        return True
+
+    # The objects are independent of each other; the PCS is counted from their mirrored status, so it goes last.
+    done = fan_out([functools.partial(write, item) for item in request.objects])
+    written = [item.name for item, wrote in zip(request.objects, done, strict=True) if wrote]
     if request.pcs_available_changed and _mirror_pcs(kube, ref.namespace, ref.pcs, ref.pcs_uid):
         written.append(ref.pcs)
     return written
@@ -66,17 +75,22 @@ def _mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
 
     A replica counts as available the way grove.availability.replica_available decides: every standalone
     PodClique has minAvailable Ready pods and every PCSG has minAvailable available replicas."""
-    obj = kube.get(PODCLIQUESETS, namespace, pcs)
+    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs}"
+    read: list[Callable[[], Any]] = [
+        functools.partial(kube.get, PODCLIQUESETS, namespace, pcs),
+        functools.partial(kube.list_items, PODCLIQUES, namespace, label_selector=selector),
+        functools.partial(kube.list_items, SCALINGGROUPS, namespace, label_selector=selector),
+    ]
+    obj, pclqs, groups = fan_out(read)
     if obj is None or uid_of(obj) != pcs_uid:
         return False
-    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs}"
     members: dict[str, list[bool]] = defaultdict(list)
-    for pclq in kube.list_items(PODCLIQUES, namespace, label_selector=selector):
+    for pclq in pclqs:
         labels = pclq["metadata"].get("labels") or {}
         index = labels.get(names.LABEL_PCS_REPLICA_INDEX)
         if index is not None and names.LABEL_PCSG not in labels and not pclq["metadata"].get("deletionTimestamp"):
             members[index].append(_pclq_available(pclq))
-    for group in kube.list_items(SCALINGGROUPS, namespace, label_selector=selector):
+    for group in groups:
         index = (group["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX)
         if index is not None and not group["metadata"].get("deletionTimestamp"):
             members[index].append(_pcsg_available(group))

@@ -4,10 +4,12 @@ the drift that materialising would fix. Functions over plain JSON dicts, shared 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
 from grove import names
 from grove.models import PodCliqueSet
@@ -99,11 +101,12 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Fal
     view = ClusterView(pcs=pcs)
     if pcs is None:
         return view
-    view.pclqs = by_name(kube.list_items(PODCLIQUES, ref.namespace, label_selector=selector))
-    view.pods = by_name(kube.list_items(PODS, ref.namespace, label_selector=selector))
-    view.gangs = by_name(kube.list_items(PODGANGS, ref.namespace, label_selector=selector))
+    resources = [PODCLIQUES, PODS, PODGANGS] + ([SCALINGGROUPS] if with_scaling_groups else [])
+    listed = fan_out([functools.partial(kube.list_items, r, ref.namespace, label_selector=selector)
+                      for r in resources])
+    view.pclqs, view.pods, view.gangs = (by_name(items) for items in listed[:3])
     if with_scaling_groups:
-        view.pcsgs = by_name(kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector))
+        view.pcsgs = by_name(listed[3])
     return view
 
 

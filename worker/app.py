@@ -16,6 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
+from activities.fanout import FANOUT_THREADS
 from activities.kubeapi import Kube
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
@@ -112,7 +113,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
     tracer_provider = configure_tracing()
     sdk_metrics = sdk_metrics_runtime() if client is None and settings.http_port is not None else None
     client = client or await connect(settings.temporal, runtime=sdk_metrics.runtime if sdk_metrics else None)
-    kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + 8))
+    kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + FANOUT_THREADS + 8))
     with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
         worker = Worker(
             client,
