@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from worker.localstack.stack import LocalStack
 
 TESTS_DIR = Path(__file__).resolve().parent
-STACK_TEST_DIRS = (TESTS_DIR / "integration", TESTS_DIR / "e2e", TESTS_DIR / "bench")
+STACK_TEST_DIRS = (TESTS_DIR / "integration", TESTS_DIR / "e2e", TESTS_DIR / "bench", TESTS_DIR / "faults")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -1,0 +1,166 @@
+"""What the workflow histories say: every terminate_gang activity (when it was scheduled, with which request, whether
+it completed) and every observation the workflow decided on, across the whole continue-as-new chain.
+
+Histories are the product's memory and its record of what it did; they are read here straight from the Temporal
+server, run by run (a closed run never changes, so it is fetched once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from workflows.messages import EnsureResult, ReplicaSnapshot, TerminateRequest
+
+T = TypeVar("T")
+
+
+def _decode(payloads: Any, kind: type[T]) -> T:
+    values = pydantic_data_converter.payload_converter.from_payloads(list(payloads.payloads), [kind])
+    return values[0]  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class TerminateCall:
+    """One terminate_gang activity as the history records it."""
+
+    workflow_id: str
+    run_id: str
+    event_id: int
+    scheduled_at: datetime  # server time of ActivityTaskScheduled
+    request: TerminateRequest
+    completed_at: datetime | None  # server time of ActivityTaskCompleted; None while in flight (or failed)
+
+    @property
+    def completed(self) -> bool:
+        return self.completed_at is not None
+
+    @property
+    def key(self) -> str:
+        return f"{self.workflow_id}@{self.run_id}#{self.event_id}"
+
+
+@dataclass
+class RunDigest:
+    """What one run's history holds that the checks need."""
+
+    run_id: str
+    previous_run_id: str | None
+    closed: bool
+    terminations: list[TerminateCall] = field(default_factory=list)
+    available_uids: set[str] = field(default_factory=set)  # PodClique UIDs an evaluated observation saw available
+    observations: int = 0
+
+
+@dataclass
+class WorkflowDigest:
+    workflow_id: str
+    runs: list[RunDigest]  # oldest first
+
+    @property
+    def terminations(self) -> list[TerminateCall]:
+        return [t for run in self.runs for t in run.terminations]
+
+    @property
+    def available_uids(self) -> set[str]:
+        return {uid for run in self.runs for uid in run.available_uids}
+
+
+def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> RunDigest:
+    """Walk one run's events in order.
+
+    The snapshot a round decides on is the observe_replica result, unless ensure_replica ran next (then its
+    result replaces it), so an observation counts as evaluated once the next activity is known not to be ensure."""
+    previous: str | None = None
+    closed = False
+    scheduled: dict[int, tuple[str, HistoryEvent]] = {}
+    digest = RunDigest(run_id=run_id, previous_run_id=None, closed=False)
+    pending: ReplicaSnapshot | None = None
+
+    def evaluated(snapshot: ReplicaSnapshot) -> None:
+        digest.observations += 1
+        topology = snapshot.topology
+        if topology is None:
+            return
+        for unit in topology.cliques:
+            state = snapshot.cliques.get(unit.name)
+            if state is not None and not state.terminating and state.ready >= unit.min_available:
+                digest.available_uids.add(state.uid)
+
+    for event in events:
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            previous = event.workflow_execution_started_event_attributes.continued_execution_run_id or None
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            name = attrs.activity_type.name
+            scheduled[event.event_id] = (name, event)
+            if pending is not None:
+                if name != "ensure_replica":
+                    evaluated(pending)
+                pending = None
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attrs_done = event.activity_task_completed_event_attributes
+            name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
+            if name == "observe_replica":
+                pending = _decode(attrs_done.result, ReplicaSnapshot)
+            elif name == "ensure_replica":
+                evaluated(_decode(attrs_done.result, EnsureResult).snapshot)
+            elif name == "terminate_gang":
+                digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
+                                                 completed_at=event.event_time.ToDatetime(tzinfo=UTC)))
+        elif kind in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+                      EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+                      EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+                      EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+                      EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+                      EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED):
+            closed = True
+    if pending is not None:
+        evaluated(pending)  # the last round went on without another activity
+    done = {t.event_id for t in digest.terminations}
+    for event_id, (name, event) in scheduled.items():
+        if name == "terminate_gang" and event_id not in done:
+            digest.terminations.append(_call(workflow_id, run_id, event, completed_at=None))
+    digest.terminations.sort(key=lambda t: t.event_id)
+    digest.previous_run_id = previous
+    digest.closed = closed
+    return digest
+
+
+def _call(workflow_id: str, run_id: str, event: HistoryEvent, *, completed_at: datetime | None) -> TerminateCall:
+    attrs = event.activity_task_scheduled_event_attributes
+    return TerminateCall(
+        workflow_id=workflow_id, run_id=run_id, event_id=event.event_id,
+        scheduled_at=event.event_time.ToDatetime(tzinfo=UTC),
+        request=_decode(attrs.input, TerminateRequest), completed_at=completed_at,
+    )
+
+
+class HistoryReader:
+    """Reads workflow chains; closed runs are cached."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._closed: dict[str, RunDigest] = {}
+
+    async def workflow(self, workflow_id: str) -> WorkflowDigest:
+        description = await self.client.get_workflow_handle(workflow_id).describe()
+        runs: list[RunDigest] = []
+        run_id: str | None = description.run_id
+        while run_id:
+            run = self._closed.get(run_id)
+            if run is None:
+                history = await self.client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+                run = digest_events(workflow_id, run_id, list(history.events))
+                if run.closed:
+                    self._closed[run_id] = run
+            runs.append(run)
+            run_id = run.previous_run_id
+        return WorkflowDigest(workflow_id, list(reversed(runs)))

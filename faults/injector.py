@@ -1,0 +1,129 @@
+"""Carries out the steps of a round against the real components: the worker process, the Temporal dev server,
+kube-apiserver, KWOK nodes, and pods' readiness as a kubelet would report it.
+
+Every fault ends with the component back up, so a round's quiet period starts with everything running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes.client import CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from activities.kubeapi import PODS, Kube, Resource
+from faults import schedule
+from faults.schedule import Step
+from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from worker.localstack.processes import ManagedProcess
+from worker.localstack.stack import LocalStack
+
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PROTECTED_NODE = "kwok-node-0"  # foreign pods live here; never lost
+RUNNER_FIELD_MANAGER = "grove-temporal-faults"  # our own writes, told apart from the product's ("grove-temporal")
+
+
+def worker_argv(kubeconfig: Path, temporal_address: str, namespace: str, task_queue: str) -> list[str]:
+    return [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(kubeconfig),
+            "--temporal-address", temporal_address, "--namespace", namespace, "--task-queue", task_queue,
+            "--log-level", "INFO"]
+
+
+@dataclass
+class Injector:
+    stack: LocalStack
+    kube: Kube
+    namespace: str
+    worker: ManagedProcess
+    pending_deadline: Callable[[str], Awaitable[bool]]  # pod name -> does its replica show a pending deadline?
+    log: Callable[[str], None]
+    faults: Counter[str] = field(default_factory=Counter)
+    readiness: Counter[str] = field(default_factory=Counter)
+    outages: list[dict[str, float | bool | str]] = field(default_factory=list)
+    lost_nodes: list[str] = field(default_factory=list)
+
+    async def run(self, steps: list[Step], started: float) -> None:
+        for step in steps:
+            delay = started + step.at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.do(step)
+
+    async def do(self, step: Step) -> None:
+        self.log(f"    {step.describe()}")
+        if step.action in (schedule.BREAK, schedule.HEAL):
+            assert step.pod is not None
+            await asyncio.to_thread(self.set_readiness, step.pod, step.action == schedule.BREAK)
+            return
+        self.faults[step.action] += 1
+        if step.action == schedule.WORKER_KILL:
+            await asyncio.to_thread(self.worker.kill)
+            await asyncio.sleep(step.seconds)
+            await asyncio.to_thread(self.worker.start)
+        elif step.action == schedule.TEMPORAL_RESTART:
+            await asyncio.to_thread(self.stack.stop_component, "temporal")
+            await asyncio.sleep(step.seconds)
+            await asyncio.to_thread(self.stack.start_component, "temporal")
+        elif step.action == schedule.APISERVER_OUTAGE:
+            await self.apiserver_outage(step)
+        elif step.action == schedule.NODE_LOSS:
+            await asyncio.to_thread(self.node_loss, step.pick)
+
+    def set_readiness(self, pod: str, failing: bool) -> None:
+        value = FAKE_READINESS_FAIL if failing else None
+        body = {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: value}}}
+        try:
+            CoreV1Api(self.kube.api_client).patch_namespaced_pod(pod, self.namespace, body,
+                                                                 field_manager=RUNNER_FIELD_MANAGER)
+            self.readiness["break" if failing else "heal"] += 1
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.readiness["skipped (pod not there)"] += 1
+
+    async def apiserver_outage(self, step: Step) -> None:
+        """Break a Ready pod of a long-delay replica, wait until its workflow shows the deadline, then stop
+        kube-apiserver with the deadline pending (it may expire during the outage)."""
+        pod = await asyncio.to_thread(self._first_ready, step.candidates)
+        await asyncio.to_thread(self.set_readiness, pod, True)
+        pending = False
+        waited = time.monotonic()
+        while time.monotonic() - waited < 8 and not pending:
+            pending = await self.pending_deadline(pod)
+            if not pending:
+                await asyncio.sleep(0.3)
+        began = time.monotonic()
+        await asyncio.to_thread(self.stack.stop_component, "kube-apiserver")
+        await asyncio.sleep(step.seconds)
+        await asyncio.to_thread(self.stack.start_component, "kube-apiserver")
+        self.outages.append({"pod": pod, "deadline_pending": pending,
+                             "down_seconds": round(time.monotonic() - began, 1)})
+
+    def _first_ready(self, candidates: tuple[str, ...]) -> str:
+        """The first candidate that is Ready on a node KWOK still runs (a lost node's pods cannot change)."""
+        nodes = {n["metadata"]["name"] for n in self.kube.list_items(NODES)} - set(self.lost_nodes)
+        pods = {p["metadata"]["name"]: p for p in self.kube.list_items(PODS, self.namespace)}
+        for name in candidates:
+            pod = pods.get(name)
+            if (pod is not None and pod["spec"].get("nodeName") in nodes and not pod["metadata"].get("deletionTimestamp")
+                    and any(c.get("type") == "Ready" and c.get("status") == "True"
+                            for c in (pod.get("status") or {}).get("conditions") or [])):
+                return name
+        return candidates[0]
+
+    def node_loss(self, pick: float) -> None:
+        nodes = sorted(n["metadata"]["name"] for n in self.kube.list_items(NODES))
+        pods = self.kube.list_items(PODS, self.namespace)
+        busy = sorted({p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")} & set(nodes))
+        candidates = [n for n in busy if n != PROTECTED_NODE] or [n for n in nodes if n != PROTECTED_NODE]
+        node = candidates[min(int(pick * len(candidates)), len(candidates) - 1)]
+        self.stack.lose_node(node)
+        self.lost_nodes.append(node)
+        added = self.stack.add_nodes(1)
+        self.log(f"      lost {node}, added {', '.join(added)}")

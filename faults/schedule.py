@@ -1,0 +1,107 @@
+"""What happens in each round, drawn from `random.Random(seed)` before the round runs: which pods fail (or pass)
+their readiness probe and when, and which faults hit when and for how long. Pure: the same seed and settings give
+the same plan (timings in the run itself still depend on a shared, noisy machine).
+
+Every round has one primary fault; the primaries cycle through all kinds (node loss first in each cycle: its pods
+take ~60 s to go, so the later rounds of a short run see them go and come back), and any other kind joins a round
+with `extra_fault_probability`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+WORKER_KILL = "worker-kill"
+TEMPORAL_RESTART = "temporal-restart"
+APISERVER_OUTAGE = "apiserver-outage"
+NODE_LOSS = "node-loss"
+FAULT_KINDS = (NODE_LOSS, WORKER_KILL, TEMPORAL_RESTART, APISERVER_OUTAGE)
+
+BREAK = "break"
+HEAL = "heal"
+
+
+@dataclass(frozen=True)
+class Settings:
+    round_seconds: float = 20.0  # the window in which steps happen; then the quiet period
+    readiness_steps: tuple[int, int] = (3, 6)
+    extra_fault_probability: float = 0.2
+    worker_dead_seconds: tuple[float, float] = (0.5, 5.0)
+    temporal_down_seconds: tuple[float, float] = (0.0, 5.0)
+    apiserver_down_seconds: tuple[float, float] = (5.0, 30.0)
+    # how long a flapping pod stays NotReady, per PCS: shorter than its delay, so the breach heals in time (mostly)
+    flap_hold_seconds: dict[str, tuple[float, float]] = field(default_factory=lambda: {"slow": (1.0, 8.0)})
+
+
+@dataclass(frozen=True)
+class Step:
+    at: float  # seconds into the round
+    action: str  # break | heal | one of FAULT_KINDS
+    pod: str | None = None  # break/heal
+    candidates: tuple[str, ...] = ()  # apiserver-outage: pods to break first (the first Ready one) for a deadline
+    seconds: float = 0.0  # how long the component stays down (worker, Temporal, kube-apiserver)
+    pick: float = 0.0  # node-loss: which of the candidate nodes, as a fraction
+
+    def describe(self) -> str:
+        parts = [f"{self.at:5.1f}s {self.action}"]
+        if self.pod:
+            parts.append(self.pod)
+        if self.seconds:
+            parts.append(f"{self.seconds:.1f}s")
+        return " ".join(parts)
+
+
+@dataclass
+class Planner:
+    rng: random.Random
+    breakable: dict[str, list[str]]  # PCS -> its pod names that may be made to fail readiness
+    deadline_pods: list[str]  # pods whose breach keeps a deadline pending for a while (the `slow` PCS)
+    settings: Settings = field(default_factory=Settings)
+    broken: set[str] = field(default_factory=set)  # what this planner has broken and not yet healed
+    _cycle: list[str] = field(default_factory=list)
+
+    def primary(self) -> str:
+        if not self._cycle:
+            rest = [k for k in FAULT_KINDS if k != NODE_LOSS]
+            self.rng.shuffle(rest)
+            self._cycle = [NODE_LOSS, *rest]
+        return self._cycle.pop(0)
+
+    def plan_round(self) -> list[Step]:
+        s, rng = self.settings, self.rng
+        window = s.round_seconds
+        kinds = [self.primary()]
+        kinds += [k for k in FAULT_KINDS if k not in kinds and rng.random() < s.extra_fault_probability]
+        steps: list[Step] = []
+        for kind in kinds:
+            at = rng.uniform(1.0, max(1.5, window - 4.0))
+            if kind == WORKER_KILL:
+                steps.append(Step(at, kind, seconds=rng.uniform(*s.worker_dead_seconds)))
+            elif kind == TEMPORAL_RESTART:
+                steps.append(Step(at, kind, seconds=rng.uniform(*s.temporal_down_seconds)))
+            elif kind == APISERVER_OUTAGE:
+                candidates = list(self.deadline_pods)
+                rng.shuffle(candidates)
+                steps.append(Step(at, kind, candidates=tuple(candidates),
+                                  seconds=rng.uniform(*s.apiserver_down_seconds)))
+            else:
+                steps.append(Step(at, kind, pick=rng.random()))
+        pcses = sorted(self.breakable)
+        for _ in range(rng.randint(*s.readiness_steps)):
+            at = rng.uniform(0.0, window)
+            action = rng.choices(("break", "heal", "flap"), weights=(5, 3, 2))[0]
+            if action == HEAL and self.broken:
+                pod = rng.choice(sorted(self.broken))
+                self.broken.discard(pod)
+                steps.append(Step(at, HEAL, pod=pod))
+                continue
+            pcs = rng.choice(pcses)
+            pod = rng.choice(self.breakable[pcs])
+            steps.append(Step(at, BREAK, pod=pod))
+            if action == "flap":
+                hold = rng.uniform(*s.flap_hold_seconds.get(pcs, (0.5, 2.5)))
+                steps.append(Step(at + hold, HEAL, pod=pod))
+            else:
+                self.broken.add(pod)
+        return sorted(steps, key=lambda step: step.at)

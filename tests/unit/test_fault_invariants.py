@@ -1,0 +1,298 @@
+"""The fault runner's checks can fail: each invariant of faults/invariants.py is shown catching the violation it is
+for (early, twice, missing, scaled release before the base gang, leaked/missing objects, a touched foreign
+object) and passing the correct case; round plans are repeatable from a seed and cover every fault kind."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from faults import invariants, schedule
+from faults.history import RunDigest, TerminateCall, WorkflowDigest, digest_events
+from faults.invariants import LiveObjects
+from faults.recorder import PclqRecord, PodEvent, PodState
+from faults.workload import Workload
+from grove import names
+from grove.termination import Scope
+from workflows.messages import (
+    CliqueState,
+    EnsureResult,
+    PcsState,
+    ReplicaRef,
+    ReplicaSnapshot,
+    TerminateRequest,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+KEY = ("avail", 0)
+REF = ReplicaRef(namespace="ns", pcs="avail", pcs_uid="pcs-uid", replica=0)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def call(event_id: int, scheduled: float, *, breach: float = 0.0, delay: float = 3.0, scope: Scope = Scope.PCS_REPLICA,
+         cliques: dict[str, str] | None = None, completed: float | None = None, group: str | None = None,
+         group_replica: int | None = None) -> TerminateCall:
+    request = TerminateRequest(
+        ref=REF, scope=scope, scaling_group=group, scaling_group_replica=group_replica,
+        cliques=cliques or {"avail-0-frontend": f"uid-{event_id}"}, reason="test", breach_start=at(breach),
+        delay=timedelta(seconds=delay), deadline=at(breach + delay),
+    )
+    done = at(completed if completed is not None else scheduled + 0.2)
+    return TerminateCall("wf", "run", event_id, at(scheduled), request, done)
+
+
+def digest(*calls: TerminateCall, available: set[str] | None = None) -> dict[tuple[str, int], WorkflowDigest]:
+    run = RunDigest("run", None, False, terminations=list(calls), available_uids=available or set())
+    return {KEY: WorkflowDigest("wf", [run])}
+
+
+def pclq(uid: str, name: str = "avail-0-frontend", deleted: datetime | None = None,
+         seen: float | None = None) -> PclqRecord:
+    labels = {names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_PART_OF: "avail",
+              names.LABEL_PCS_REPLICA_INDEX: "0"}
+    return PclqRecord(uid=uid, name=name, labels=labels, owner_kind="PodCliqueSet", owner_uid="pcs-uid",
+                      created=T0, first_seen=T0.timestamp(), deletion_timestamp=deleted,
+                      deleting_seen=seen)
+
+
+# --- never early -------------------------------------------------------------------------------------------------
+def test_a_termination_scheduled_at_or_after_its_deadline_passes() -> None:
+    found = invariants.never_early(digest(call(1, scheduled=3.0)), {"uid-1": pclq("uid-1", deleted=at(3),
+                                                                                       seen=at(3.1).timestamp())})
+    assert found.violations == []
+    assert found.counts["terminations_checked"] == 1 and found.counts["deletions_checked"] == 1
+
+
+def test_a_termination_scheduled_before_its_deadline_is_a_violation() -> None:
+    found = invariants.never_early(digest(call(1, scheduled=2.9)), {})
+    assert [v.invariant for v in found.violations] == [invariants.NEVER_EARLY]
+
+
+def test_a_podclique_marked_for_deletion_a_second_before_the_deadline_is_a_violation() -> None:
+    # deletionTimestamp has whole seconds: 3.0 for a deadline of 3.9 is fine, 2.0 is not
+    ok = invariants.never_early(digest(call(1, scheduled=4, delay=3.9)), {"uid-1": pclq("uid-1", deleted=at(3))})
+    early = invariants.never_early(digest(call(1, scheduled=4, delay=3.9)), {"uid-1": pclq("uid-1", deleted=at(2))})
+    assert ok.violations == [] and len(early.violations) == 1
+
+
+def test_a_deadline_that_is_not_breach_start_plus_delay_is_a_violation() -> None:
+    bad = call(1, scheduled=5.0)
+    bad = TerminateCall(bad.workflow_id, bad.run_id, bad.event_id, bad.scheduled_at,
+                        bad.request.model_copy(update={"deadline": at(2)}), bad.completed_at)
+    assert len(invariants.never_early(digest(bad), {}).violations) == 1
+
+
+# --- exactly once ------------------------------------------------------------------------------------------------
+def exactly(*calls: TerminateCall, events: list[dict] | None = None, pclqs: dict[str, PclqRecord] | None = None,
+            paused: bool = False, total: int | None = None) -> list[str]:
+    found = invariants.exactly_once(digest(*calls), {KEY: len(calls) if total is None else total}, events or [],
+                                    {"avail": "pcs-uid"}, pclqs or {}, {KEY} if paused else set(), settled=True)
+    return [v.key.split("/")[0] for v in found.violations]
+
+
+def test_one_termination_per_breach_passes_and_a_second_for_the_same_breach_fails() -> None:
+    first, again = call(1, 3.0), call(2, 4.0)
+    assert exactly(first) == []
+    assert "twice" in exactly(first, again)
+
+
+def test_a_later_termination_of_a_recreated_target_must_act_on_a_breach_that_began_after_it() -> None:
+    first = call(1, 3.0, completed=3.5)
+    later_breach = call(2, 10.0, breach=5.0)
+    stale_breach = call(3, 10.0, breach=1.0)  # began before the first termination completed: acted on twice
+    assert exactly(first, later_breach) == []
+    assert exactly(first, stale_breach) == ["restart"]
+
+
+def test_different_pcsg_replicas_may_share_a_breach_start() -> None:
+    a = call(1, 3.0, scope=Scope.PCSG_REPLICA, group="avail-0-sg", group_replica=0)
+    b = call(2, 3.0, scope=Scope.PCSG_REPLICA, group="avail-0-sg", group_replica=1)
+    assert exactly(a, b) == []
+
+
+def test_more_gang_terminated_events_than_terminations_fail() -> None:
+    event = {"reason": "GangTerminated", "involvedObject": {"uid": "pcs-uid"}, "message": "replica 0: x"}
+    assert exactly(call(1, 3.0), events=[event]) == []
+    assert exactly(call(1, 3.0), events=[event, dict(event)]) == ["events"]
+
+
+def test_a_podclique_deleted_without_a_termination_naming_it_fails() -> None:
+    named = pclq("uid-1", deleted=at(3), seen=at(3).timestamp())
+    stray = pclq("uid-x", deleted=at(3), seen=at(3).timestamp())
+    assert exactly(call(1, 3.0), pclqs={"uid-1": named}) == []
+    assert exactly(call(1, 3.0), pclqs={"uid-x": stray}) == ["unexplained"]
+
+
+def test_a_paused_replica_is_never_terminated_and_the_count_must_match_the_history() -> None:
+    assert exactly(call(1, 3.0), paused=True) == ["paused"]
+    assert exactly(call(1, 3.0), total=2) == ["total"]
+
+
+# --- scaled gates ------------------------------------------------------------------------------------------------
+PCSG_PLANS = {k: v for k, v in Workload("ns", 1).plans.items() if k == ("pcsg", 0)}
+BASE_GROUPS = PCSG_PLANS[("pcsg", 0)].base_gang.pod_groups
+
+
+def pod(name: str, *, gated: bool, scheduled: bool, scaled: bool = False) -> PodState:
+    pclq_name = name.rsplit("-", 1)[0]
+    labels = {names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_PART_OF: "pcsg",
+              names.LABEL_PCS_REPLICA_INDEX: "0", names.LABEL_PODCLIQUE: pclq_name}
+    if scaled:
+        labels[names.LABEL_BASE_PODGANG] = "pcsg-0"
+    return PodState(name, f"uid-{name}", labels, "PodClique", f"uid-{pclq_name}", "n" if scheduled else "", gated,
+                    scheduled, scheduled, False)
+
+
+def base_pods(scheduled: bool) -> list[PodState]:
+    return [pod(f"{g.name}-{i}", gated=False, scheduled=scheduled) for g in BASE_GROUPS for i in range(g.min_replicas)]
+
+
+def stream(states: list[PodState]) -> list[PodEvent]:
+    seen: set[str] = set()
+    events = []
+    for seq, state in enumerate(states):
+        events.append(PodEvent(seq, float(seq), "MODIFIED" if state.uid in seen else "ADDED", state))
+        seen.add(state.uid)
+    return events
+
+
+def test_a_scaled_pod_released_after_the_base_gang_was_scheduled_passes() -> None:
+    scaled = "pcsg-0-prefill-2-worker-0"
+    events = stream([pod(scaled, gated=True, scheduled=False, scaled=True), *base_pods(scheduled=True),
+                     pod(scaled, gated=False, scheduled=False, scaled=True)])
+    found = invariants.scaled_gates(events, PCSG_PLANS)
+    assert found.violations == [] and found.counts["scaled_releases_checked"] == 1
+
+
+def test_a_scaled_pod_released_before_the_base_gang_was_scheduled_fails() -> None:
+    scaled = "pcsg-0-prefill-2-worker-0"
+    events = stream([pod(scaled, gated=True, scheduled=False, scaled=True), *base_pods(scheduled=False),
+                     pod(scaled, gated=False, scheduled=False, scaled=True), *base_pods(scheduled=True)])
+    assert [v.invariant for v in invariants.scaled_gates(events, PCSG_PLANS).violations] == [invariants.SCALED_GATES]
+
+
+def test_a_scaled_pod_created_without_the_gate_fails() -> None:
+    events = stream([*base_pods(scheduled=True), pod("pcsg-0-prefill-2-worker-0", gated=False, scheduled=False,
+                                                     scaled=True)])
+    assert [v.key.split("/")[0] for v in invariants.scaled_gates(events, PCSG_PLANS).violations] == [
+        "ungated-at-birth"]
+
+
+# --- objects -----------------------------------------------------------------------------------------------------
+def obj(kind: str, name: str, uid: str, owner: str | None, **labels: str) -> dict:
+    meta: dict = {"name": name, "uid": uid, "labels": {names.LABEL_MANAGED_BY: names.MANAGED_BY,
+                                                       names.LABEL_PART_OF: "avail",
+                                                       names.LABEL_PCS_REPLICA_INDEX: "0", **labels}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": kind, "uid": owner, "controller": True}]
+    return {"metadata": meta}
+
+
+def avail_live(*, drop_pod: str | None = None, extra: dict | None = None) -> LiveObjects:
+    plan = Workload("ns", 1).plans[KEY]
+    pclqs = [obj("PodCliqueSet", p.name, f"uid-{p.name}", "pcs-uid") for p in plan.pod_cliques]
+    pods = [obj("PodClique", pod_name, f"uid-{pod_name}", f"uid-{p.name}") for p in plan.pod_cliques
+            for pod_name in p.pod_names if pod_name != drop_pod]
+    return LiveObjects(pclqs=pclqs, pcsgs=[], gangs=[obj("PodCliqueSet", g.name, g.name, "pcs-uid")
+                                                     for g in plan.pod_gangs],
+                       pods=pods + ([extra] if extra else []),
+                       services=[obj("PodCliqueSet", plan.service.name, "svc", "pcs-uid")], nodes=set())
+
+
+def test_objects_match_the_plan_and_a_lookalike_with_our_labels_is_not_counted() -> None:
+    plans = {KEY: Workload("ns", 1).plans[KEY]}
+    lookalike = obj("ReplicaSet", "avail-0-frontend-9", "x", "somebody")
+    assert invariants.objects_match(avail_live(extra=lookalike), plans, {"avail": "pcs-uid"}, 1).violations == []
+
+
+def test_a_missing_pod_and_a_leaked_pod_are_violations() -> None:
+    plans = {KEY: Workload("ns", 1).plans[KEY]}
+    leaked = obj("PodClique", "avail-0-frontend-7", "uid-7", "uid-avail-0-frontend")
+    found = invariants.objects_match(avail_live(drop_pod="avail-0-api-1", extra=leaked), plans,
+                                     {"avail": "pcs-uid"}, 1)
+    assert sorted(v.key.split("/")[0] for v in found.violations) == ["leaked", "missing"]
+
+
+# --- none missing ------------------------------------------------------------------------------------------------
+def test_a_long_breach_of_an_incarnation_the_workflow_saw_available_is_a_missing_termination() -> None:
+    breach = invariants.Breach(KEY, "avail-0-frontend", "uid-f", 1, 2, since=100.0)
+    delays = {(KEY, "avail-0-frontend"): timedelta(seconds=3)}
+    seen = digest(available={"uid-f"})
+    assert len(invariants.none_missing([breach], seen, delays, now=200.0, grace=30).violations) == 1
+    assert invariants.none_missing([breach], seen, delays, now=110.0, grace=30).violations == []  # within its time
+    assert invariants.none_missing([breach], digest(), delays, now=200.0, grace=30).violations == []  # never seen
+
+
+# --- foreign -----------------------------------------------------------------------------------------------------
+def foreign(rv: str, *, labels: dict | None = None, managers: list[str] = ("grove-temporal-faults",)) -> dict:
+    return {"metadata": {"uid": "f", "resourceVersion": rv, "labels": labels or {"app": "x"},
+                         "managedFields": [{"manager": m} for m in managers]}, "spec": {"nodeName": "n"}}
+
+
+def test_a_foreign_object_may_have_its_status_written_by_the_control_plane_but_nothing_else() -> None:
+    before = {"Pod/x": foreign("1")}
+    assert invariants.foreign_untouched(before, {"Pod/x": foreign("1")}).violations == []
+    status_only = foreign("2", managers=["grove-temporal-faults", "kube-controller-manager"])
+    assert invariants.foreign_untouched(before, {"Pod/x": status_only}).violations == []
+    relabelled = foreign("2", labels={"app": "y"})
+    ours = foreign("2", managers=["grove-temporal-faults", "grove-temporal"])
+    assert len(invariants.foreign_untouched(before, {"Pod/x": relabelled}).violations) == 1
+    assert len(invariants.foreign_untouched(before, {"Pod/x": ours}).violations) == 1
+    assert len(invariants.foreign_untouched(before, {"Pod/x": None}).violations) == 1
+
+
+# --- history digest ----------------------------------------------------------------------------------------------
+def snapshot(uid: str, ready: int) -> ReplicaSnapshot:
+    plan = Workload("ns", 1).plans[KEY]
+    return ReplicaSnapshot(read_at=T0, pcs_state=PcsState.PRESENT, topology=plan.topology(),
+                           cliques={"avail-0-frontend": CliqueState(uid=uid, pods=2, ready=ready)})
+
+
+def scheduled(event_id: int, activity: str) -> HistoryEvent:
+    event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    event.activity_task_scheduled_event_attributes.activity_type.name = activity
+    return event
+
+
+def completed(event_id: int, scheduled_id: int, result: object) -> HistoryEvent:
+    event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+    attrs = event.activity_task_completed_event_attributes
+    attrs.scheduled_event_id = scheduled_id
+    attrs.result.payloads.extend(pydantic_data_converter.payload_converter.to_payloads([result]))
+    return event
+
+
+def test_the_workflow_saw_available_only_what_it_evaluated() -> None:
+    # observe (available, uid-a) → mirror: evaluated. observe (available, uid-b) → ensure (not available, uid-c):
+    # the round decided on ensure's snapshot, so uid-b was never evaluated.
+    events = [
+        scheduled(1, "observe_replica"), completed(2, 1, snapshot("uid-a", 2)), scheduled(3, "mirror_status"),
+        scheduled(4, "observe_replica"), completed(5, 4, snapshot("uid-b", 2)), scheduled(6, "ensure_replica"),
+        completed(7, 6, EnsureResult(snapshot=snapshot("uid-c", 1))),
+    ]
+    run = digest_events("wf", "run", events)
+    assert run.available_uids == {"uid-a"} and run.observations == 2
+
+
+# --- schedule ----------------------------------------------------------------------------------------------------
+def planner(seed: int) -> schedule.Planner:
+    return schedule.Planner(random.Random(seed), {"avail": ["avail-0-api-0", "avail-0-frontend-0"]},
+                            ["slow-0-api-0", "slow-0-frontend-0"])
+
+
+def test_rounds_are_repeatable_from_the_seed_and_every_kind_comes_in_the_first_four() -> None:
+    first = [planner(5).plan_round() for _ in range(1)]
+    again = planner(5)
+    assert [again.plan_round() for _ in range(1)] == first
+    kinds = set()
+    plans = planner(6)
+    for _ in range(4):
+        kinds |= {s.action for s in plans.plan_round() if s.action in schedule.FAULT_KINDS}
+    assert kinds == set(schedule.FAULT_KINDS)
