@@ -10,11 +10,10 @@ Kubernetes requests by verb (worker /metrics), Temporal history events of every 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any
 
-from bench import procs, replicas
+from bench import replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
@@ -38,7 +37,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, timeout: float, p
     worker = cluster.worker(namespace)
     worker.wait_ready()
     fleet = replicas.plan(namespace, size, per_pcs)
-    component_cpu = _stack_cpu(cluster)
+    component_cpu = cluster.stack_cpu()
     with Observer(cluster.kube, [namespace]) as observer:
         profiler = Profiler(worker.pid, cluster.log_dir / f"py-spy-b3-{size}.txt").start() if profile else None
         before = Reading.take(worker)
@@ -53,7 +52,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, timeout: float, p
     delta = Delta.between(before, after)
     lengths = await history_lengths(cluster.client, replicas.workflow_ids(cluster, fleet))
     requests = delta.requests(foreground_only=True)
-    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in _stack_cpu(cluster).items()}
+    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),
@@ -74,17 +73,6 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, timeout: float, p
         "stack_cpu_s": stack_cpu,
         **({"worker_profile": profiled} if profiled else {}),
     }
-
-
-def _stack_cpu(cluster: BenchCluster) -> dict[str, float]:
-    """CPU seconds of each stack process so far (temporal, kube-apiserver, etcd, ...)."""
-    found = {}
-    for name, component in cluster.stack.components.items():
-        pid = component.process.pid
-        if pid is not None:
-            with contextlib.suppress(OSError):
-                found[name] = procs.sample(pid).cpu_seconds
-    return found
 
 
 def _growth(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,19 +19,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from activities.kubeapi import LEASES
-from bench import replicas
+from bench import procs, replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
+from bench.profile import Profiler
 from bench.sampling import wait_quiet
 from bench.stats import summary
 from bench.workerproc import WorkerProc
 from bench.workload import fail_readiness
 
 
-async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10,
-              timeout: float = 900.0) -> dict[str, Any]:
+async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10, timeout: float = 900.0,
+              profile: bool = False) -> dict[str, Any]:
     async with clusters.cluster(pods=replicas) as cluster:
-        return await _run(cluster, replicas, per_pcs, timeout)
+        return await _run(cluster, replicas, per_pcs, timeout, profile)
 
 
 def _lease_holder(cluster: BenchCluster, worker: WorkerProc) -> str:
@@ -52,7 +53,7 @@ def _watch_worker(cluster: BenchCluster, worker: WorkerProc, timeout: float) -> 
     return ready_at, leader_at
 
 
-async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float) -> dict[str, Any]:
+async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, profile: bool) -> dict[str, Any]:
     namespace = cluster.namespace("b5")
     worker = cluster.worker(namespace)
     worker.wait_ready()
@@ -63,18 +64,31 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float) -> d
         await wait_quiet(worker, timeout=timeout)
         pclqs = {t.name: t for t in observer.select("PodClique", namespace) if t.gone_at is None}
         pods = {t.name: t for t in observer.select("Pod", namespace) if t.gone_at is None}
+        stack_cpu = cluster.stack_cpu()
         killed = time.time()
         worker.kill()
         worker.start()
         watching = asyncio.create_task(asyncio.to_thread(_watch_worker, cluster, worker, timeout))
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda p: fail_readiness(cluster.kube, namespace, p[2]), fleet.pods()))
-        changed = time.time()
+
+        def change_pods() -> float:
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda p: fail_readiness(cluster.kube, namespace, p[2]), fleet.pods()))
+            return time.time()
+
+        changing = asyncio.create_task(asyncio.to_thread(change_pods))
+        profiler = None
+        if profile:
+            await asyncio.to_thread(worker.wait_ready, 60.0, False)
+            profiler = Profiler(worker.pid, cluster.log_dir / f"py-spy-b5-{n}.txt").start()
 
         def progressed() -> bool:
             return all(t.first(lambda s: s["ready_replicas"] == 0, after=killed) for t in pclqs.values())
 
         await asyncio.to_thread(observer.wait, progressed, timeout, f"{n} replicas progressed after the kill", 0.25)
+        profiled = profiler.stop() if profiler is not None else None
+        worker_cpu = procs.sample(worker.pid).cpu_seconds
+        stack_cpu = {k: round(v - stack_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+        changed = await changing
         ready_at, leader_at = await watching
     progress = [t.first(lambda s: s["ready_replicas"] == 0, after=killed) or 0.0 for t in pclqs.values()]
     not_ready = [t.first(lambda s: not s["ready"], after=killed) or 0.0 for t in pods.values()]
@@ -87,5 +101,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float) -> d
         "watcher_lease_taken_after_kill_s": round(leader_at - killed, 2) if leader_at else None,
         "pods_patched_after_kill_s": round(changed - killed, 2),
         "pods_seen_notready_after_kill_s": summary([t - killed for t in not_ready]),
+        "new_worker_cpu_s": round(worker_cpu, 1),
+        "stack_cpu_s": stack_cpu,
         "targets": {"le_30s": all_progressed <= 30.0},
+        **({"worker_profile": profiled} if profiled else {}),
     }

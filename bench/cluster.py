@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kubeapi import Kube, KubeError, Resource
+from bench import procs
 from bench.workerproc import WorkerProc
 
 if TYPE_CHECKING:
@@ -57,6 +58,16 @@ class BenchCluster:
                           namespace=namespace, log_dir=self.log_dir)
         self.workers.append(proc)
         return proc.start()
+
+    def stack_cpu(self) -> dict[str, float]:
+        """CPU seconds each stack process has used so far (temporal, kube-apiserver, etcd, ...), from /proc."""
+        found = {}
+        for name, component in self.stack.components.items():
+            pid = component.process.pid
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    found[name] = procs.sample(pid).cpu_seconds
+        return found
 
     def close(self) -> None:
         for proc in self.workers:

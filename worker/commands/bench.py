@@ -18,7 +18,7 @@ ACCEPTS = {
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile"},
     "b4": {"replicas", "window", "per_pcs"},
-    "b5": {"replicas", "per_pcs"},
+    "b5": {"replicas", "per_pcs", "profile"},
 }
 
 
@@ -36,7 +36,7 @@ def bench(
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
     per_pcs: Annotated[int | None, typer.Option(help="b3-b5: replicas per PodCliqueSet (10)")] = None,
-    profile: Annotated[bool, typer.Option(help="b1, b3: py-spy the worker while measuring (top frames in the "
+    profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
                                                "JSON)")] = False,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
 ) -> None:
