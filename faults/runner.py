@@ -316,17 +316,24 @@ class FaultRun:
     async def _quiet_and_check(self, index: int, steps: list[str]) -> None:
         began = time.monotonic()
         problems: list[str] = ["not looked yet"]
-        while time.monotonic() - began < self.options.settle_timeout:
-            await self._revive_components(self.stack, index)
-            problems = await self._unsettled()
-            if not problems:
+        while True:
+            while time.monotonic() - began < self.options.settle_timeout:
+                await self._revive_components(self.stack, index)
+                problems = await self._unsettled()
+                if not problems:
+                    break
+                await asyncio.sleep(1.0)
+            # Histories first, then the objects: whatever the workflow saw happened before what the check looks at.
+            digests = await self._digests()
+            live = await asyncio.to_thread(self._live)
+            late = invariants.unsettled_objects(live, self.workload.plans, self.workload.uids)
+            if problems or not late or time.monotonic() - began >= self.options.settle_timeout:
                 break
-            await asyncio.sleep(1.0)
+            # Something moved after the round had settled (a lost node's pods garbage-collected ~60 s after the
+            # node went): settle again rather than judge a moment of convergence.
+            self.log(f"  changed after settling ({late[0]}{' …' if len(late) > 1 else ''}); settling again")
         settle = time.monotonic() - began
         settled = not problems
-        # Histories first, then the objects: whatever the workflow saw happened before what the check looks at.
-        digests = await self._digests()
-        live = await asyncio.to_thread(self._live)
         found = await self._check(index, live, digests, settled)
         new = 0
         for violation in found.violations:

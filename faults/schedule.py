@@ -28,7 +28,8 @@ class Settings:
     readiness_steps: tuple[int, int] = (3, 6)
     extra_fault_probability: float = 0.2
     worker_dead_seconds: tuple[float, float] = (0.5, 5.0)
-    temporal_down_seconds: tuple[float, float] = (0.0, 5.0)
+    # up to beyond the ~10 s a Temporal client retries a call: what a slow restart does to whoever calls meanwhile
+    temporal_down_seconds: tuple[float, float] = (0.0, 15.0)
     apiserver_down_seconds: tuple[float, float] = (5.0, 30.0)
     # how long a flapping pod stays NotReady, per PCS: shorter than its delay, so the breach heals in time (mostly)
     flap_hold_seconds: dict[str, tuple[float, float]] = field(default_factory=lambda: {"slow": (1.0, 8.0)})

@@ -26,6 +26,8 @@ def faults(
                                                              "(then the quiet period)")] = 20.0,
     max_apiserver_outage: Annotated[float, typer.Option(min=1, max=30, help="longest kube-apiserver outage, "
                                                                             "seconds")] = 30.0,
+    max_temporal_down: Annotated[float, typer.Option(min=0, help="longest Temporal dev server outage in a restart "
+                                                                 "(on top of its start-up), seconds")] = 15.0,
     settle_timeout: Annotated[float, typer.Option(min=30, help="longest quiet period before a round counts as "
                                                                "not converged")] = 180.0,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "fault-results",
@@ -34,7 +36,8 @@ def faults(
     from faults import runner, schedule
 
     settings = schedule.Settings(round_seconds=round_seconds,
-                                 apiserver_down_seconds=(min(5.0, max_apiserver_outage), max_apiserver_outage))
+                                 apiserver_down_seconds=(min(5.0, max_apiserver_outage), max_apiserver_outage),
+                                 temporal_down_seconds=(0.0, max_temporal_down))
     results = runner.run(runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
                                         settle_timeout=settle_timeout, out_dir=out,
                                         log=lambda line: typer.echo(line, err=True)))
