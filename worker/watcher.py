@@ -148,14 +148,20 @@ class Watcher:
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Run until cancelled."""
+        """Run until cancelled. Runs again after that: the elector starts it each time this worker gains the lease
+        (after losing it, e.g. to a kube-apiserver outage longer than two thirds of the lease)."""
         loop = asyncio.get_running_loop()
+        # A fresh stop event per run: threads of an earlier run (maybe still blocked in a watch) keep theirs, set,
+        # and end; these start unstopped. Sharing one left set by the last run would end every new thread at once.
+        stop = threading.Event()
+        self._stop = stop
         threads = []
         tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler())]
         try:
             for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed):
+                feed.synced = asyncio.Event()
                 thread = threading.Thread(
-                    target=self._follow, args=(feed, loop), name=f"watch-{feed.resource.plural}", daemon=True
+                    target=self._follow, args=(feed, loop, stop), name=f"watch-{feed.resource.plural}", daemon=True
                 )
                 thread.start()
                 threads.append(thread)
@@ -163,7 +169,7 @@ class Watcher:
                     await feed.synced.wait()
             await asyncio.Event().wait()
         finally:
-            self._stop.set()
+            stop.set()
             for stream in list(self._streams.values()):
                 with contextlib.suppress(Exception):
                     stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
@@ -171,17 +177,17 @@ class Watcher:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _follow(self, feed: _Feed, loop: asyncio.AbstractEventLoop) -> None:
+    def _follow(self, feed: _Feed, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
         """Thread body: list, watch, relist; hand everything to the event loop."""
         backoff = 1.0
-        while not self._stop.is_set():
+        while not stop.is_set():
             try:
                 listing = self.kube.list(feed.resource, self.namespace, label_selector=feed.label_selector)
                 resource_version = listing["metadata"]["resourceVersion"]
                 loop.call_soon_threadsafe(self._on_sync, feed, listing.get("items") or [])
                 backoff = 1.0
                 deadline = loop.time() + self.resync_seconds
-                while not self._stop.is_set() and loop.time() < deadline:
+                while not stop.is_set() and loop.time() < deadline:
                     timeout = int(max(1, min(self.watch_timeout_seconds, deadline - loop.time())))
                     expired = False
                     for event in self.kube.watch(
@@ -192,7 +198,7 @@ class Watcher:
                         timeout_seconds=timeout,
                         on_open=functools.partial(self._streams.__setitem__, feed.resource.plural),
                     ):
-                        if self._stop.is_set():
+                        if stop.is_set():
                             return
                         kind, obj = event.get("type"), event.get("object") or {}
                         if kind == "ERROR":
@@ -204,14 +210,14 @@ class Watcher:
                     if expired:
                         break
             except KubeError as exc:
-                if self._stop.is_set():
+                if stop.is_set():
                     return
                 log.warning("watch %s: %s; retrying in %.0fs", feed.resource.plural, exc, backoff)
-                self._stop.wait(backoff)
+                stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
             except Exception:  # a watcher thread must never die silently
                 log.exception("watch %s failed; retrying", feed.resource.plural)
-                self._stop.wait(backoff)
+                stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
 
     # --- event handling (event loop thread) -----------------------------------------------------------------
