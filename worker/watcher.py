@@ -71,11 +71,15 @@ class _Feed:
 
 
 class Nudger:
-    """Sends nudge signals, at most one in flight per workflow, coalescing the rest."""
+    """Sends nudge signals, at most one in flight per workflow, coalescing the rest. A nudge that fails (Temporal
+    unreachable for longer than the client retries a call) is kept and sent again: dropped, it would leave the
+    workflow unaware of the change until its safety resync hours later, since the watcher has already moved on."""
 
-    def __init__(self, client: Client, *, concurrency: int = 64, coalesce_seconds: float = 0.005) -> None:
+    def __init__(self, client: Client, *, concurrency: int = 64, coalesce_seconds: float = 0.005,
+                 retry_seconds: float = 2.0) -> None:
         self.client = client
         self.coalesce_seconds = coalesce_seconds
+        self.retry_seconds = retry_seconds
         self._semaphore = asyncio.Semaphore(concurrency)
         self._pending: set[str] = set()
         self._in_flight: set[str] = set()
@@ -103,16 +107,19 @@ class Nudger:
 
     async def _send(self, workflow_id: str) -> None:
         try:
-            async with self._semaphore:
-                await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL)
-            NUDGES.labels("sent").inc()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                NUDGES.labels("workflow-missing").inc()
-                self.on_missing(workflow_id)
-            else:
+            try:
+                async with self._semaphore:
+                    await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL)
+                NUDGES.labels("sent").inc()
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    NUDGES.labels("workflow-missing").inc()
+                    self.on_missing(workflow_id)
+                    return
                 NUDGES.labels("failed").inc()
-                log.warning("nudge %s failed: %s", workflow_id, exc)
+                log.warning("nudge %s failed, retrying in %.0fs: %s", workflow_id, self.retry_seconds, exc)
+                self._pending.add(workflow_id)  # still in flight meanwhile: new events coalesce into this retry
+                await asyncio.sleep(self.retry_seconds)
         finally:
             self._in_flight.discard(workflow_id)
             if workflow_id in self._pending:

@@ -42,3 +42,29 @@ class GrowHistoryWorkflow:
         for _ in range(timers):
             await asyncio.sleep(0.01)
         return workflow.info().is_continue_as_new_suggested()
+
+
+@workflow.defn
+class NudgeCountWorkflow:
+    """Stands in for a replica workflow: counts the watcher's nudge signals until told to stop."""
+
+    def __init__(self) -> None:
+        self._nudges = 0
+        self._done = False
+
+    @workflow.run
+    async def run(self) -> int:
+        await workflow.wait_condition(lambda: self._done)
+        return self._nudges
+
+    @workflow.signal(name="nudge")
+    def nudge(self) -> None:
+        self._nudges += 1
+
+    @workflow.signal
+    def done(self) -> None:
+        self._done = True
+
+    @workflow.query
+    def nudges(self) -> int:
+        return self._nudges
