@@ -20,6 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities import events
 from activities.kubeapi import JSON, PODCLIQUESETS, Kube, KubeError
 from grove import names
+from grove.models.podcliqueset import wanted_replicas
 from grove.validation import parse_pcs, validate_pcs
 from workflows.ids import NUDGE_SIGNAL, parse_replica_workflow_id
 from workflows.messages import (
@@ -41,11 +42,6 @@ def spec_problems(obj: JSON) -> list[str]:
     if pcs is not None and not problems:
         problems = validate_pcs(pcs)
     return [str(p) for p in problems]
-
-
-def wanted_replicas(obj: JSON) -> int:
-    value = (obj.get("spec") or {}).get("replicas")
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 class ReconcileActivities:
@@ -74,7 +70,8 @@ class ReconcileActivities:
             if problems:
                 invalid.append(f"{meta['namespace']}/{meta['name']}")
             await asyncio.to_thread(self._mirror_validity, obj, problems)
-            for index in range(wanted_replicas(obj)):
+            # An unreadable count starts nothing; running workflows hold (they see the spec invalid).
+            for index in range(wanted_replicas(obj) or 0):
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
                 jobs.append(ensure(ref))
         await asyncio.gather(*jobs)
@@ -155,6 +152,7 @@ class ReconcileActivities:
             for o in listing.get("items") or []
             if not o["metadata"].get("deletionTimestamp")
         }
+        unknown = 1 << 30  # spec.replicas unreadable: no index counts as surplus
         query = "WorkflowType = 'ReplicaWorkflow' AND ExecutionStatus = 'Running'"
         if request.namespace:
             query += f" AND GroveNamespace = '{request.namespace}'"
@@ -164,7 +162,7 @@ class ReconcileActivities:
             if key is None:
                 continue
             uid, replicas = wanted.get((key.namespace, key.pcs), (None, 0))
-            if uid == key.pcs_uid and key.replica < replicas:
+            if uid == key.pcs_uid and key.replica < (unknown if replicas is None else replicas):
                 continue
             try:
                 await self.client.get_workflow_handle(execution.id).signal(NUDGE_SIGNAL)

@@ -33,7 +33,7 @@ from activities.kubeapi import (
     Kube,
     KubeError,
 )
-from activities.status import mirror
+from activities.status import mirror, mirror_pcs
 from activities.view import (
     ClusterView,
     SpecReading,
@@ -221,6 +221,9 @@ class ReplicaActivities:
                                                       f"(spec.replicas={spec.wanted_replicas})")
         if spec.state is PcsState.REPLACED:
             return DeleteReplicaResult(skipped_reason="the PodCliqueSet was replaced; its objects are not ours")
+        if spec.state is PcsState.PRESENT and spec.problems:
+            # An invalid update changes nothing (DESIGN §4.1): a count read from an invalid spec deletes nothing.
+            return DeleteReplicaResult(skipped_reason="the PodCliqueSet spec is invalid: " + "; ".join(spec.problems))
         selector = replica_selector(ref.pcs, ref.replica)
         groups = _our_scaling_groups(self.kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector),
                                      ref)
@@ -233,6 +236,8 @@ class ReplicaActivities:
         if deleted:
             events.record(self.kube, ref, "ReplicaScaledIn",
                           f"Replica {ref.replica} is no longer wanted; deleted {_short_list(deleted)}")
+        # The PCS's replicas/availableReplicas no longer count this index (nothing else would rewrite them now).
+        mirror_pcs(self.kube, ref.namespace, ref.pcs, ref.pcs_uid)
         return DeleteReplicaResult(deleted=tuple(deleted))
 
     # --- status mirror and events ----------------------------------------------------------------------------------

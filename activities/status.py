@@ -16,6 +16,7 @@ from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube
 from activities.view import uid_of
 from grove import names
+from grove.models.podcliqueset import wanted_replicas
 from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
 
 _RESOURCES = {names.KIND_PODCLIQUE: PODCLIQUES, names.KIND_PODCLIQUESCALINGGROUP: SCALINGGROUPS}
@@ -65,12 +66,12 @@ def mirror(kube: Kube, request: MirrorRequest) -> list[str]:
     # The objects are independent of each other; the PCS is counted from their mirrored status, so it goes last.
     done = fan_out([functools.partial(write, item) for item in request.objects])
     written = [item.name for item, wrote in zip(request.objects, done, strict=True) if wrote]
-    if request.pcs_available_changed and _mirror_pcs(kube, ref.namespace, ref.pcs, ref.pcs_uid):
+    if request.pcs_available_changed and mirror_pcs(kube, ref.namespace, ref.pcs, ref.pcs_uid):
         written.append(ref.pcs)
     return written
 
 
-def _mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
+def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
     """PCS replicas and availableReplicas, from the mirrored status of its PodCliques and PCSGs.
 
     A replica counts as available the way grove.availability.replica_available decides: every standalone
@@ -94,7 +95,9 @@ def _mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
         index = (group["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX)
         if index is not None and not group["metadata"].get("deletionTimestamp"):
             members[index].append(_pcsg_available(group))
-    wanted = int((obj.get("spec") or {}).get("replicas") or 0)
+    wanted = wanted_replicas(obj)
+    if wanted is None:
+        return False  # invalid spec: keep the last mirrored figures
     available = sum(
         1 for index, ok in members.items() if index.isdigit() and int(index) < wanted and ok and all(ok)
     )

@@ -13,6 +13,7 @@ from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
 from grove import names
 from grove.models import PodCliqueSet
+from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
@@ -128,8 +129,9 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef) -> SpecReading:
     if meta.get("uid") != ref.pcs_uid:
         return SpecReading(PcsState.REPLACED)
     generation = int(meta.get("generation") or 0)
-    replicas_raw = (pcs_obj.get("spec") or {}).get("replicas")
-    wanted = replicas_raw if isinstance(replicas_raw, int) and replicas_raw >= 0 else 0
+    # Unreadable (invalid) count: this replica counts as wanted, so nothing reads it as a scale-in.
+    wanted = wanted_replicas(pcs_obj)
+    wanted = ref.replica + 1 if wanted is None else wanted
     if meta.get("deletionTimestamp"):
         return SpecReading(PcsState.DELETING, generation=generation, wanted_replicas=wanted)
     pcs, problems = parse_pcs(pcs_obj)

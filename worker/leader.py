@@ -34,9 +34,12 @@ class LeaseElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_seconds: int = 30,
-        renew_every: float = 10.0,
-        retry_every: float = 5.0,
+        # client-go's defaults (LeaseDuration 15 s, RetryPeriod 2 s; renewing every 5 s keeps its 10 s renew
+        # deadline, 2/3 of the lease, with room for one failed attempt): a crashed leader's watcher is replaced
+        # ~15-17 s after its last renewal, and that wait bounds how soon a new worker sees anything change.
+        lease_seconds: int = 15,
+        renew_every: float = 5.0,
+        retry_every: float = 2.0,
     ) -> None:
         self.kube = kube
         self.namespace = namespace

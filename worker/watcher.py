@@ -25,6 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, KubeError, Resource
 from grove import names
+from grove.models.podcliqueset import wanted_replicas
 from worker.metrics import NUDGES, WATCH_EVENTS
 from workflows.ids import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
 
@@ -267,7 +268,7 @@ class Watcher:
             if version is None:
                 continue
             uid = version.get("metadata", {}).get("uid")
-            replicas = int((version.get("spec") or {}).get("replicas") or 0)
+            replicas = wanted_replicas(version) or 0
             for index in range(replicas):
                 self.nudger.request(ReplicaKey(key[0], key[1], uid, index).workflow_id)
 

@@ -108,8 +108,12 @@ class ReplicaWorkflow:
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
         while True:
             if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._next_input())
+                # A force_terminate update waits for the main loop to act on its request, so waiting for every
+                # handler to finish would wait forever while one is queued: serve queued requests first, then hand
+                # over (nothing queued is ever dropped by continue-as-new).
+                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._forced))
+                if not self._forced:
+                    workflow.continue_as_new(self._next_input())
             self._nudged = False
             self._retry_after = None
             try:
@@ -132,7 +136,7 @@ class ReplicaWorkflow:
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
                                                 "away through owner references")
-        if self.ref.replica >= snapshot.wanted_replicas:
+        if snapshot.valid and self.ref.replica >= snapshot.wanted_replicas:  # an invalid spec scales nothing in
             result = await self._activity("delete_replica", self.ref, DeleteReplicaResult,
                                           f"scale in: replica {self.ref.replica} no longer wanted")
             if not result.skipped_reason:
@@ -175,10 +179,17 @@ class ReplicaWorkflow:
         elif deadlines and not self.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = views.timer_summary(deadlines)
+        # After a failed round only a new control request cuts the back-off short (a request still queued from
+        # before would otherwise spin the loop against the failing activity).
+        tickets = self._tickets if self._retry_after is not None else None
+
+        def woken() -> bool:
+            if tickets is not None:
+                return self._nudged or self._tickets != tickets
+            return self._nudged or bool(self._forced)
+
         with contextlib.suppress(asyncio.TimeoutError):
-            await workflow.wait_condition(
-                lambda: self._nudged or bool(self._forced), timeout=timeout, timeout_summary=summary
-            )
+            await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)
 
     # --- steps -----------------------------------------------------------------------------------------------------
     async def _materialise(self, snapshot: ReplicaSnapshot) -> ReplicaSnapshot:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -80,9 +81,26 @@ class PodCliqueSetTemplateSpec(WireModel):
     )
 
 
+# Grove's CRD defaults replicas to 0; we default to 1 because a manifest without replicas is meant to run.
+DEFAULT_REPLICAS = 1
+
+
+def wanted_replicas(obj: Mapping[str, Any] | None) -> int | None:
+    """spec.replicas of a PodCliqueSet as stored (raw JSON), with the model's default when it is absent.
+
+    None when the value is not a non-negative integer: the spec is invalid and nobody may act on a count read from
+    it (a missing or garbled field must never read as 0 and scale every replica in)."""
+    spec = (obj or {}).get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    value = spec.get("replicas", DEFAULT_REPLICAS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
 class PodCliqueSetSpec(WireModel):
-    # Grove's CRD defaults replicas to 0; we default to 1 because a manifest without replicas is meant to run.
-    replicas: Int = Field(default=1, description="number of PodCliqueSet replicas (default 1)")
+    replicas: Int = Field(default=DEFAULT_REPLICAS, description="number of PodCliqueSet replicas (default 1)")
     update_strategy: Passthrough | None = None
     template: PodCliqueSetTemplateSpec
 

@@ -21,7 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
-from workflows.messages import Phase
+from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, Phase
 
 if TYPE_CHECKING:
     from worker.localstack.stack import LocalStack
@@ -127,3 +127,37 @@ async def wait_for_runs(client: Client, workflow_id: str, after: object, before:
     raise AssertionError(f"no run continued as new during the pending delay ({after} .. {before}): {chain}")
 
 
+
+
+async def test_controls_are_served_and_pause_is_carried_while_continue_as_new_is_suggested(
+        cluster: Cluster, can_worker: WorkerProcess, can_client: Client) -> None:
+    """With the server suggesting continue-as-new after every round, a force_terminate update (whose handler waits
+    for the main loop to act) is still answered instead of the run waiting for it to finish before handing over,
+    and pause survives the hand-overs."""
+    cluster.apply(pcs_manifest(
+        "canctl", cluster.namespace, termination_delay="60s",
+        cliques=[clique("frontend", 1, 1), clique("leader", 1, 1)],
+        scaling_groups=[{"name": "sg", "replicas": 2, "minAvailable": 1, "cliqueNames": ["leader"]}],
+    ))
+    wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods")
+    replica = Replica(can_client, cluster, "canctl")
+    await replica.wait_phase(Phase.AVAILABLE)
+    handle = replica.handle
+    paused = await handle.execute_update("pause", PauseRequest(reason="maintenance"), result_type=ControlResult)
+    assert paused.accepted
+    runs_paused = (await replica.status()).runs
+    old_uid = cluster.live_pclq_uids()["canctl-0-sg-1-leader"]
+
+    forced = await asyncio.wait_for(
+        handle.execute_update("force_terminate", ForceTerminateRequest(scaling_group="sg", scaling_group_replica=1,
+                                                                      reason="bad GPU"), result_type=ControlResult),
+        timeout=30)
+    assert forced.accepted and forced.termination is not None, forced
+    wait_for(lambda: cluster.live_pclq_uids().get("canctl-0-sg-1-leader") not in (None, old_uid), timeout=30,
+             what="PCSG replica 1 recreated")
+    wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods again")
+    status = await replica.wait(lambda s: s.runs > runs_paused, timeout=60, what="a continue-as-new after the pause")
+    assert status.paused and status.pause_reason == "maintenance", "pause carried across continue-as-new"
+    assert status.terminations_total == 1 and status.terminations[0].forced
+    resumed = await asyncio.wait_for(handle.execute_update("resume", result_type=ControlResult), timeout=30)
+    assert resumed.accepted and not (await replica.status()).paused

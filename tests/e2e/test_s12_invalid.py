@@ -18,7 +18,7 @@ from temporalio.client import Client
 from activities.kubeapi import SERVICES
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, is_ready, pcs_manifest, wait_for
-from workflows.messages import Phase
+from workflows.messages import Phase, ReplicaOutcome
 
 if TYPE_CHECKING:
     from worker.localstack.stack import LocalStack
@@ -123,3 +123,41 @@ async def test_s12_an_invalid_update_of_a_valid_pcs_changes_nothing_until_fixed(
         await histories.keep(replica.handle, "s12_invalid_update_then_fixed")
     finally:
         stack.lose_node(node)
+
+
+async def test_s12_an_invalid_update_that_also_scales_in_deletes_nothing(
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
+    """An invalid update whose spec.replicas also shrinks (or is dropped) must not scale in: the count comes from a
+    spec that failed validation. Once valid, a PCS without spec.replicas wants the default, one replica."""
+    good = pcs_manifest("shrink", cluster.namespace, replicas=2, cliques=[clique("frontend", 1, 1)])
+    cluster.apply(good)
+    wait_for(lambda: cluster.ready_pods(2), timeout=60, what="2 Ready pods (one per replica)")
+    first, second = Replica(temporal_client, cluster, "shrink", 0), Replica(temporal_client, cluster, "shrink", 1)
+    await second.wait_phase(Phase.AVAILABLE)
+    before = cluster.inventory()
+
+    invalid = copy.deepcopy(good["spec"])
+    invalid["replicas"] = 1
+    invalid["template"]["cliques"][0]["spec"]["minAvailable"] = 4
+    cluster.patch_pcs("shrink", {"spec": invalid})
+    await second.wait_phase(Phase.INVALID)
+    await first.wait_phase(Phase.INVALID)
+    # spec.replicas dropped as well: an absent count must not read as 0 either.
+    cluster.patch_pcs("shrink", {"spec": {"replicas": None}})
+    await asyncio.sleep(4)
+    assert (cluster.pcs("shrink") or {})["spec"].get("replicas") is None
+    assert cluster.inventory() == before, "nothing scaled in while the spec is invalid"
+    assert (await second.status()).phase is Phase.INVALID
+
+    # Fixed, still without spec.replicas: the default (1) applies, so replica 1 is scaled in and replica 0 kept.
+    cluster.patch_pcs("shrink", {"spec": {"template": good["spec"]["template"]}})
+    handle = temporal_client.get_workflow_handle(cluster.workflow_id("shrink", 1), result_type=ReplicaOutcome)
+    outcome = await asyncio.wait_for(handle.result(), timeout=60)
+    assert outcome.phase is Phase.SCALED_IN, outcome
+    wait_for(lambda: all("shrink-1" not in name for name in cluster.inventory()), timeout=60,
+             what="replica 1's objects gone")
+    kept = {k: v for k, v in before.items() if "shrink-0" in k}
+    assert kept and all(cluster.inventory().get(k) == v for k, v in kept.items()), "replica 0 kept as it was"
+    await first.wait_phase(Phase.AVAILABLE)
+    wait_for(lambda: ((cluster.pcs("shrink") or {}).get("status") or {}).get("replicas") == 1, timeout=30,
+             what="PCS status.replicas mirrored as 1 after the scale-in")

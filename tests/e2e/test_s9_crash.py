@@ -91,7 +91,7 @@ async def test_s9_was_available_survives_a_worker_crash(
 
     broke = datetime.now(UTC)
     cluster.fail_readiness("sticky-0-frontend-1")
-    # The new worker's watcher takes over the dead one's lease first (lease duration 30 s on its own clock).
+    # The new worker's watcher takes over the dead one's lease first (lease duration 15 s on its own clock).
     breached = await replica.wait(lambda s: bool(s.deadlines), timeout=90, what="breach detected by the new worker")
     deadline = breached.deadlines[0]
     print(f"\nS9 breach after a crash detected {time.monotonic() - restarted:.1f}s after the restart "

@@ -17,6 +17,7 @@ from grove.models import (
     PodCliqueSet,
     PodGang,
 )
+from grove.models.podcliqueset import PodCliqueSetSpec, wanted_replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -226,3 +227,27 @@ def test_every_example_round_trips(path: Path) -> None:
     for document in yaml.safe_load_all(path.read_text()):
         model = {"PodCliqueSet": PodCliqueSet, "PodGroup": KaiPodGroup}[document["kind"]]
         assert model.model_validate(document).to_wire(exclude_unset=True) == document
+
+
+@pytest.mark.parametrize(
+    ("obj", "wanted"),
+    [
+        ({"spec": {"replicas": 3, "template": {}}}, 3),
+        ({"spec": {"replicas": 0}}, 0),
+        ({"spec": {"template": {}}}, 1),  # absent: the model's default, never 0
+        ({"spec": {"replicas": None}}, None),
+        ({"spec": {"replicas": -1}}, None),
+        ({"spec": {"replicas": "2"}}, None),
+        ({"spec": {"replicas": True}}, None),
+        ({"spec": None}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_wanted_replicas_reads_the_stored_count_or_says_it_cannot(obj: dict | None, wanted: int | None) -> None:
+    assert wanted_replicas(obj) == wanted
+
+
+def test_wanted_replicas_default_agrees_with_the_model() -> None:
+    spec = {"template": {"cliques": [{"name": "a", "spec": {"replicas": 1, "podSpec": {}}}]}}
+    assert PodCliqueSetSpec.model_validate(spec).replicas == wanted_replicas({"spec": spec})
