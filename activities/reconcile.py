@@ -35,6 +35,7 @@ from workflows.search import GROVE_NAMESPACE, GROVE_PAUSED, GROVE_PCS, GROVE_PHA
 log = logging.getLogger(__name__)
 
 START_CONCURRENCY = 32
+RUNNING_REPLICAS = "WorkflowType = 'ReplicaWorkflow' AND ExecutionStatus = 'Running'"
 
 
 def spec_problems(obj: JSON) -> list[str]:
@@ -75,6 +76,18 @@ class ReconcileActivities:
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
                 jobs.append(ensure(ref))
         await asyncio.gather(*jobs)
+        if request.only is not None:
+            # Changed PodCliqueSets: wake their surplus workflows now, not at the next full pass. Counting from the
+            # watch event's old and new spec is not enough: a scale-in held while the spec was invalid is due when
+            # a later change makes it valid, and neither version of that change names the surplus index.
+            found = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items}
+            for namespace, name in request.only:
+                current = found.get((namespace, name))
+                wanted = (None, 0) if current is None or current["metadata"].get("deletionTimestamp") else (
+                    current["metadata"]["uid"], wanted_replicas(current))
+                await self._nudge_surplus(
+                    f"{RUNNING_REPLICAS} AND GroveNamespace = '{namespace}' AND GrovePodCliqueSet = '{name}'",
+                    {(namespace, name): wanted})
         return PcsBatchResult(
             continue_token=token,
             seen=tuple((o["metadata"]["namespace"], o["metadata"]["name"]) for o in items),
@@ -152,17 +165,21 @@ class ReconcileActivities:
             for o in listing.get("items") or []
             if not o["metadata"].get("deletionTimestamp")
         }
-        unknown = 1 << 30  # spec.replicas unreadable: no index counts as surplus
-        query = "WorkflowType = 'ReplicaWorkflow' AND ExecutionStatus = 'Running'"
+        query = RUNNING_REPLICAS
         if request.namespace:
             query += f" AND GroveNamespace = '{request.namespace}'"
+        return await self._nudge_surplus(query, wanted)
+
+    async def _nudge_surplus(self, query: str, wanted: dict[tuple[str, str], tuple[str | None, int | None]]) -> int:
+        """Nudge the running replica workflows matched by `query` whose PCS (namespace, name) -> (uid, replicas) is
+        gone, replaced or no longer wants their index. An unreadable count (None) makes no index surplus."""
         nudged = 0
         async for execution in self.client.list_workflows(query):
             key = parse_replica_workflow_id(execution.id)
             if key is None:
                 continue
             uid, replicas = wanted.get((key.namespace, key.pcs), (None, 0))
-            if uid == key.pcs_uid and key.replica < (unknown if replicas is None else replicas):
+            if uid == key.pcs_uid and (replicas is None or key.replica < replicas):
                 continue
             try:
                 await self.client.get_workflow_handle(execution.id).signal(NUDGE_SIGNAL)

@@ -155,9 +155,11 @@ async def test_controls_are_served_and_pause_is_carried_while_continue_as_new_is
     assert forced.accepted and forced.termination is not None, forced
     wait_for(lambda: cluster.live_pclq_uids().get("canctl-0-sg-1-leader") not in (None, old_uid), timeout=30,
              what="PCSG replica 1 recreated")
-    wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods again")
     status = await replica.wait(lambda s: s.runs > runs_paused, timeout=60, what="a continue-as-new after the pause")
     assert status.paused and status.pause_reason == "maintenance", "pause carried across continue-as-new"
     assert status.terminations_total == 1 and status.terminations[0].forced
+    await asyncio.sleep(2)
+    assert any(cluster.gates().values()), "paused: the recreated pods keep their gates"
     resumed = await asyncio.wait_for(handle.execute_update("resume", result_type=ControlResult), timeout=30)
     assert resumed.accepted and not (await replica.status()).paused
+    wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods again after resume")
