@@ -147,3 +147,46 @@ async def test_a_second_temporal_server_takes_dynamic_config(stack: LocalStack) 
             )
     assert suggested == {low_limit.address: True, stack.temporal_address: False}
     assert low_limit.address != stack.temporal_address
+
+
+FULL_OWNER_SCRIPT = textwrap.dedent(
+    """
+    import json, time
+    from worker.localstack.stack import LocalStack, StackOptions
+    stack = LocalStack(StackOptions(nodes=1, headless_ui=True)).start()
+    pids = {name: c.process.pid for name, c in stack.components.items() if c.process is not None}
+    print(json.dumps(pids), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_run_stops_every_process_of_its_stack(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (SIGINT) or a SIGTERM to the process that owns a whole stack leaves no component running."""
+    import json
+
+    monkeypatch.setenv("GROVE_TEMPORAL_STATE_DIR", str(tmp_path / "runs"))
+    owner = subprocess.Popen(
+        [sys.executable, "-c", FULL_OWNER_SCRIPT], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+    pids: dict[str, int] = {}
+    try:
+        assert owner.stdout is not None
+        pids = json.loads(owner.stdout.readline())
+        assert {"temporal", "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager",
+                "kwok"} <= set(pids), pids
+        assert all(pid_alive(pid) for pid in pids.values())
+        owner.send_signal(getattr(signal, how))
+        owner.wait(timeout=60)
+        assert wait_for(lambda: not any(pid_alive(pid) for pid in pids.values()), timeout=30), {
+            name: pid for name, pid in pids.items() if pid_alive(pid)}
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        for pid in pids.values():
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
