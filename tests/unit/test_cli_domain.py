@@ -25,7 +25,8 @@ def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
 # --- validate -----------------------------------------------------------------------------------------------
 def test_validate_a_valid_pcs() -> None:
     code, out, _ = run("validate", "-f", str(EXAMPLES / "prefill-scaling.yaml"))
-    assert (code, out) == (0, "PodCliqueSet/my-pcs: valid\n")
+    # Base gang of seeds 003/004: prefill replicas 0-2, one leader and two workers each.
+    assert (code, out) == (0, "PodCliqueSet/my-pcs: valid; each replica's gang satisfied by 9 non-preemptible pods\n")
 
 
 def test_validate_prints_field_paths_and_exits_1() -> None:
@@ -48,7 +49,7 @@ def test_validate_several_documents_prefixes_each_problem() -> None:
     code, out, _ = run("validate", "-f", "-", input=text)
     assert code == 1
     lines = out.splitlines()
-    assert lines[0] == "PodCliqueSet/web: valid"
+    assert lines[0].startswith("PodCliqueSet/web: valid; ")
     assert (
         "PodGroup/leaf-minsubgroup: spec.subGroups[0].minSubGroup: not allowed on a leaf (SubGroup 'prefill-0' has "
         "no child SubGroups); use minMember" in lines
@@ -56,6 +57,13 @@ def test_validate_several_documents_prefixes_each_problem() -> None:
     assert any(
         line.startswith("document 3 (line ") and ": spec: minMember and minSubGroup" in line for line in lines
     )
+
+
+def test_validate_prints_the_non_preemptible_pods_of_a_valid_podgroup() -> None:
+    code, out, _ = run("validate", "-f", str(DATA / "seed001" / "valid-two-level.yaml"))
+    assert (code, out) == (0, "PodGroup/training-job: valid; gang satisfied by 10 non-preemptible pods\n")  # (1+4)+(1+4)
+    code, out, _ = run("validate", "-f", str(EXAMPLES / "kai-podgroups.yaml"))  # seed 000's trees, seed-001 style
+    assert code == 0 and "PodGroup/dynamo-inference: valid; gang satisfied by 28 non-preemptible pods" in out.splitlines()
 
 
 def test_validate_kai_examples_and_warnings() -> None:

@@ -19,11 +19,11 @@ from rich.table import Table
 
 from grove import names
 from grove.durations import format_duration
-from grove.gangtree import kai_podgroup
+from grove.gangtree import kai_podgroup, non_preemptible_pods, tree_for, tree_from_podgroup
 from grove.models import PodCliqueSet
 from grove.plan import ReplicaPlan, plan_document, plan_replica
 from grove.problems import Problem
-from grove.validation import check_document, parse_pcs, validate_pcs
+from grove.validation import check_document, parse_pcs, parse_podgroup, validate_pcs
 
 FileOption = Annotated[
     str, typer.Option("-f", "--file", help="YAML file with one or more documents; '-' reads standard input")
@@ -116,9 +116,23 @@ def validate(file: FileOption) -> None:
         if problems:
             invalid = True
         else:
-            typer.echo(f"{document.label()}: valid")
+            typer.echo(f"{document.label()}: valid{_gang_cost(document.data)}")
     if invalid:
         raise typer.Exit(1)
+
+
+def _gang_cost(data: Any) -> str:
+    """For a valid document: the fewest pods that satisfy its gang (DESIGN §5), which a scheduler must not preempt."""
+    if data.get("kind") == names.KIND_KAI_PODGROUP:
+        podgroup, _ = parse_podgroup(data)
+        if podgroup is None:
+            return ""
+        return f"; gang satisfied by {non_preemptible_pods(tree_from_podgroup(podgroup))} non-preemptible pods"
+    pcs, _ = parse_pcs(data)
+    if pcs is None:
+        return ""
+    per_replica = non_preemptible_pods(tree_for(plan_replica(pcs, 0)))
+    return f"; each replica's gang satisfied by {per_replica} non-preemptible pods"
 
 
 def _load_pcs(file: str) -> PodCliqueSet:
