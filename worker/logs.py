@@ -9,6 +9,8 @@ import logging
 import sys
 from typing import Any
 
+from temporalio import activity
+
 from workflows.ids import parse_replica_workflow_id
 
 _EXTRAS = ("temporal_workflow", "temporal_activity")
@@ -35,12 +37,32 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class ActivityContextFilter(logging.Filter):
+    """Lines of our own module loggers inside an activity carry the workflow they serve, as Temporal's do.
+
+    `activities/` logs through plain module loggers (shared helpers do not know they run in an activity); without
+    this their lines name no workflow, PCS or replica. Temporal's own loggers put the context into the message text
+    already, so the text suffix is left off for them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "temporal_activity", None) is None and activity.in_activity():
+            info = activity.info()
+            record.temporal_activity = {"workflow_id": info.workflow_id, "run_id": info.workflow_run_id,
+                                        "activity_type": info.activity_type, "attempt": info.attempt}
+        context = getattr(record, "temporal_activity", None) or getattr(record, "temporal_workflow", None)
+        workflow_id = context.get("workflow_id") if isinstance(context, dict) else None
+        ours = not record.name.startswith("temporalio")
+        record.grove_context = f" [{workflow_id}]" if workflow_id and ours else ""
+        return True
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(ActivityContextFilter())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s:%(grove_context)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
