@@ -102,6 +102,10 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Fal
     view = ClusterView(pcs=pcs)
     if pcs is None:
         return view
+    if len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
+        # Such a PCS is invalid, and its name cannot be a label value: nothing of ours carries it, and a selector
+        # naming it is refused by the apiserver (400), which would fail every round instead of holding the replica.
+        return view
     resources = [PODCLIQUES, PODS, PODGANGS] + ([SCALINGGROUPS] if with_scaling_groups else [])
     listed = fan_out([functools.partial(kube.list_items, r, ref.namespace, label_selector=selector)
                       for r in resources])

@@ -92,6 +92,7 @@ REASON_VALID = "Valid"
 REASON_INVALID = "Invalid"
 
 MAX_NAME_LENGTH = 63
+MAX_LABEL_VALUE_LENGTH = 63  # Kubernetes label values, e.g. app.kubernetes.io/part-of=<pcs>
 DEFAULT_NAMESPACE = "default"
 
 

@@ -119,6 +119,9 @@ CASES: list[BadCase] = [
     BadCase("release-after-annotation", _set(lambda d: d["metadata"], "annotations",
                                              {"grove-temporal.io/scaled-release-after": "Soon"}),
             "metadata.annotations[grove-temporal.io/scaled-release-after]"),
+    BadCase("pcs-name-non-ascii", _set(lambda d: d["metadata"], "name", "prefíll"), "metadata.name",
+            schema_rejects=True),  # the apiserver's own name validation
+    BadCase("pcs-name-oversized", _set(lambda d: d["metadata"], "name", "p" * 70), "metadata.name"),
     BadCase("generated-name-too-long", _set(lambda d: _clique(d, 2), "name", "r" * 60),
             f"{T}.cliques[2].name"),
 ]

@@ -30,8 +30,8 @@ def _condition(cluster: Cluster, name: str) -> dict | None:
 def test_corpus_is_refused_and_creates_nothing(cluster: Cluster, worker_process: WorkerProcess) -> None:
     admitted = []
     for index, case in enumerate(CASES):
-        name = f"bad-{index}"
-        manifest = case.manifest(name)
+        manifest = case.manifest(f"bad-{index}")
+        name = manifest["metadata"]["name"]  # a case may be about the name itself
         if case.schema_rejects:
             with pytest.raises(KubeError) as refused:
                 cluster.apply(manifest)
@@ -100,3 +100,23 @@ async def _available(status) -> bool:  # type: ignore[no-untyped-def]
 async def _rejected(status):  # type: ignore[no-untyped-def]
     result = await status()
     return result if result.rejected else None
+
+
+async def test_a_pcs_name_too_long_for_a_label_holds_its_replica_as_invalid(
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
+    """The apiserver admits names up to 253 characters, but our labels carry the PCS name (63 at most): the
+    replica workflow must hold the replica as Invalid, not fail every round on a refused label selector."""
+    name = "p" * 70
+    cluster.apply(pcs_manifest(name, cluster.namespace, cliques=[clique("app", 1, 1)]))
+    handle = temporal_client.get_workflow_handle(cluster.workflow_id(name, 0))
+
+    async def held() -> ReplicaStatus | None:
+        try:
+            status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
+        except Exception:  # not started yet
+            return None
+        return status if status.phase is Phase.INVALID else None
+
+    status = await await_for(held, timeout=30, what="phase Invalid")
+    assert status.problems and all("metadata.name" in p for p in status.problems), status.problems
+    assert _objects(cluster) == {}
