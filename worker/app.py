@@ -4,16 +4,18 @@ under leader election. All wiring lives here (samples-python style); every other
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import Client, TLSConfig
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.fanout import FANOUT_THREADS
@@ -31,6 +33,7 @@ from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow]
 
@@ -53,6 +56,29 @@ async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None)
         interceptors=client_interceptors(),
         runtime=runtime,
     )
+
+
+TEMPORAL_RETRY_MAX_SECONDS = 30.0
+
+
+async def _until_reachable(what: str, call: Callable[[], Awaitable[T]], stop: asyncio.Event) -> T | None:
+    """Call until Temporal answers, backing off 1 s → 30 s; None once `stop` is set.
+
+    A worker that starts while Temporal is restarting (or not up yet) waits for it instead of exiting: exiting
+    would leave its replicas without a worker until something restarts the process (CrashLoopBackOff in a
+    cluster, seen as an exit with status 1 in the seeded fault runs)."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            result: T = await call()
+            return result
+        except (RuntimeError, RPCError) as err:  # the SDK raises RuntimeError for a failed connect
+            log.warning("%s: Temporal not reachable (%s); retrying in %.0fs", what, str(err).splitlines()[0][:300],
+                        delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        delay = min(delay * 2, TEMPORAL_RETRY_MAX_SECONDS)
+    return None
 
 
 def _read(path: str | None) -> bytes | None:
@@ -112,7 +138,12 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
     """Run until `stop` is set, then drain: in-flight activities get `graceful_shutdown` to finish."""
     tracer_provider = configure_tracing()
     sdk_metrics = sdk_metrics_runtime() if client is None and settings.http_port is not None else None
-    client = client or await connect(settings.temporal, runtime=sdk_metrics.runtime if sdk_metrics else None)
+    if client is None:
+        runtime = sdk_metrics.runtime if sdk_metrics else None
+        client = await _until_reachable(f"connect to {settings.temporal.address}",
+                                        lambda: connect(settings.temporal, runtime=runtime), stop)
+        if client is None:
+            return  # stopped before Temporal was ever reached
     kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + FANOUT_THREADS + 8))
     with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
         worker = Worker(
@@ -141,7 +172,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
             background.append(asyncio.create_task(serve(running, settings.http_port, stop)))
         worker_task = asyncio.create_task(worker.run())
         try:
-            await ensure_reconciler(client, settings)
+            await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
             log.info("worker %s running on task queue %s", settings.identity, settings.task_queue)
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait([worker_task, stopped], return_when=asyncio.FIRST_COMPLETED)

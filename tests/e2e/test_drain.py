@@ -7,15 +7,24 @@ must complete (not be cancelled or time out) before the worker exits cleanly.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 
 from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest, wait_for
+from worker.localstack import rundirs
+from worker.localstack.binaries import path_of
+from worker.localstack.processes import ProcessRegistry
 from worker.localstack.stack import LocalStack
+from worker.localstack.temporal import TemporalDevServer
+from workflows.ids import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
 HOLD_SECONDS = 3.0
@@ -65,3 +74,34 @@ async def test_sigterm_lets_in_flight_activities_finish(stack: LocalStack, clust
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT not in after
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED not in after
     print(f"worker exited {took:.1f}s after SIGTERM (apiserver held {HOLD_SECONDS}s)")
+
+
+async def test_a_worker_started_while_temporal_is_down_waits_for_it(
+        stack: LocalStack, namespace: str, crds: list[str], tmp_path: Path) -> None:
+    """A worker (re)started during a Temporal restart must wait for Temporal, not exit: an exit leaves the replicas
+    without a worker until something restarts the process (seen in the seeded fault runs)."""
+    registry = ProcessRegistry(tmp_path)
+    registry.claim(rundirs.owner_token())
+    server = TemporalDevServer(path_of("temporal"), tmp_path, registry, name="temporal-late")
+    process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=server.address,
+                            namespace=namespace, log_dir=tmp_path).start()
+    try:
+        await asyncio.sleep(4)
+        assert process.proc is not None and process.proc.poll() is None, process.logs()[-3000:]
+        assert "Temporal not reachable" in process.logs()
+        server.start()
+        server.wait_ready()
+        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        handle = client.get_workflow_handle(reconciler_workflow_id(namespace))
+
+        async def reconciler_running() -> bool:
+            try:
+                return (await handle.describe()).status is WorkflowExecutionStatus.RUNNING
+            except RPCError:
+                return False
+
+        await await_for(reconciler_running, timeout=60, what="the worker connected and started its reconciler")
+        assert process.proc.poll() is None
+    finally:
+        process.stop()
+        server.stop()
