@@ -169,8 +169,11 @@ def test_an_interrupted_run_stops_every_process_of_its_stack(
     import json
 
     monkeypatch.setenv("GROVE_TEMPORAL_STATE_DIR", str(tmp_path / "runs"))
+    # As a terminal's Ctrl-C would find it: SIGINT at its default (a shell's background job, e.g. a CI runner,
+    # inherits SIGINT ignored, and a process that ignores SIGINT is right to keep ignoring it).
     owner = subprocess.Popen(
-        [sys.executable, "-c", FULL_OWNER_SCRIPT], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+        [sys.executable, "-c", FULL_OWNER_SCRIPT], stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     pids: dict[str, int] = {}
     try:
