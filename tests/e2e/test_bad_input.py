@@ -8,7 +8,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from activities.kubeapi import PODCLIQUES, PODGANGS, PODS, SCALINGGROUPS, KubeError
 from tests.corpus.bad_manifests import CASES
-from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest, wait_for
+from tests.e2e.harness import Cluster, Replica, WorkerProcess, await_for, clique, pcs_manifest, wait_for
 from workflows.messages import ForceTerminateRequest, Phase, ReplicaStatus
 
 
@@ -108,15 +108,6 @@ async def test_a_pcs_name_too_long_for_a_label_holds_its_replica_as_invalid(
     replica workflow must hold the replica as Invalid, not fail every round on a refused label selector."""
     name = "p" * 70
     cluster.apply(pcs_manifest(name, cluster.namespace, cliques=[clique("app", 1, 1)]))
-    handle = temporal_client.get_workflow_handle(cluster.workflow_id(name, 0))
-
-    async def held() -> ReplicaStatus | None:
-        try:
-            status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
-        except Exception:  # not started yet
-            return None
-        return status if status.phase is Phase.INVALID else None
-
-    status = await await_for(held, timeout=30, what="phase Invalid")
+    status = await Replica(temporal_client, cluster, name).wait_phase(Phase.INVALID)
     assert status.problems and all("metadata.name" in p for p in status.problems), status.problems
     assert _objects(cluster) == {}
