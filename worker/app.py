@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from temporalio.client import Client, TLSConfig
+from temporalio.client import Client, TLSConfig, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.fanout import FANOUT_THREADS
@@ -134,6 +134,35 @@ async def ensure_reconciler(client: Client, settings: WorkerSettings) -> None:
     )
 
 
+async def keep_reconciler(client: Client, settings: WorkerSettings, stop: asyncio.Event) -> None:
+    """Start the reconciler again whenever it is found not running (terminated from the UI, or a Temporal that lost
+    its data): it is what starts replica workflows, and waiting for a worker restart would leave new PodCliqueSets
+    without workflows. Every worker checks; "use existing" makes a race between them harmless. When Temporal cannot
+    be asked, nothing is done."""
+    handle = client.get_workflow_handle(reconciler_workflow_id(settings.watch_namespace))
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), settings.reconciler_check.total_seconds())
+        if stop.is_set():
+            return
+        try:
+            status: WorkflowExecutionStatus | None = (await handle.describe()).status
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                log.debug("reconciler check skipped: %s", exc)
+                continue
+            status = None
+        if status == WorkflowExecutionStatus.RUNNING:
+            continue
+        log.warning("reconciler workflow %s is %s; starting it again", handle.id,
+                    status.name.lower() if status else "gone")
+        try:
+            await ensure_reconciler(client, settings)
+        except RPCError as exc:
+            log.warning("starting the reconciler again failed (%s); next check in %.0fs", exc,
+                        settings.reconciler_check.total_seconds())
+
+
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: Client | None = None) -> None:
     """Run until `stop` is set, then drain: in-flight activities get `graceful_shutdown` to finish."""
     tracer_provider = configure_tracing()
@@ -174,6 +203,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
             log.info("worker %s running on task queue %s", settings.identity, settings.task_queue)
+            background.append(asyncio.create_task(keep_reconciler(client, settings, stop)))
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait([worker_task, stopped], return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()

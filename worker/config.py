@@ -51,6 +51,8 @@ class WorkerSettings(BaseModel):
     )
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
+    reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
+                                        description="how often each worker checks the reconciler is running")
     replica_safety_resync: timedelta = timedelta(hours=6)
     http_port: int | None = Field(
         default_factory=lambda: int(p) if (p := os.environ.get("GROVE_TEMPORAL_HTTP_PORT")) else None,

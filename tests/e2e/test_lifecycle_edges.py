@@ -4,13 +4,29 @@ PodCliqueSet deleted and created again under the same name."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from activities.kubeapi import PODS
 from grove import names
-from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, is_ready, pcs_manifest, wait_for
+from tests.e2e.harness import (
+    Cluster,
+    Replica,
+    WorkerProcess,
+    await_for,
+    clique,
+    is_ready,
+    pcs_manifest,
+    wait_for,
+)
+from workflows.ids import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaOutcome
+
+if TYPE_CHECKING:
+    from worker.localstack.stack import LocalStack
 
 FOREIGN_GATE = "example.com/quota-admission"
 
@@ -80,3 +96,35 @@ async def test_a_deleted_pcs_ends_its_workflows_and_a_new_one_of_the_same_name_g
     for index in (0, 1):
         status = await Replica(temporal_client, cluster, "again", index).wait_phase(Phase.AVAILABLE)
         assert status.incarnation == 1 and status.terminations_total == 0
+
+
+async def test_a_terminated_reconciler_is_started_again_and_new_podcliquesets_still_get_workflows(
+        cluster: Cluster, stack: LocalStack, temporal_client: Client, tmp_path: Path) -> None:
+    """An operator terminates the reconciler in the UI (or Temporal loses it): the workers start it again, so a
+    PodCliqueSet applied afterwards still gets its replica workflow without any worker restart."""
+    worker = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
+                           namespace=cluster.namespace, log_dir=tmp_path,
+                           extra_args=["--reconciler-check-seconds", "2"]).start()
+    try:
+        handle = temporal_client.get_workflow_handle(reconciler_workflow_id(cluster.namespace))
+
+        async def running_run() -> str | None:
+            try:
+                described = await handle.describe()
+            except RPCError:
+                return None
+            return described.run_id if described.status == WorkflowExecutionStatus.RUNNING else None
+
+        first = await await_for(running_run, timeout=60, what="the reconciler running")
+        await handle.terminate(reason="test: an operator terminated it")
+
+        async def restarted() -> str | None:
+            run = await running_run()
+            return run if run and run != first else None
+
+        await await_for(restarted, timeout=30, what="the reconciler started again")
+        cluster.apply(pcs_manifest("afterwards", cluster.namespace, cliques=[clique("app", 1, 1)]))
+        await Replica(temporal_client, cluster, "afterwards").wait_phase(Phase.AVAILABLE, timeout=60)
+        assert "reconciler workflow" in worker.logs() and "is terminated; starting it again" in worker.logs()
+    finally:
+        worker.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import urllib3
 from kubernetes.client import CoreV1Api
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.integration.stack_proof_workflows import GrowHistoryWorkflow
@@ -23,6 +25,7 @@ from worker.localstack import rundirs
 from worker.localstack.binaries import path_of
 from worker.localstack.processes import ProcessRegistry, cmdline_of, pid_alive
 from worker.localstack.temporal import TemporalDevServer
+from workflows.ids import reconciler_workflow_id
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -191,5 +194,79 @@ def test_an_interrupted_run_stops_every_process_of_its_stack(
             owner.kill()
             owner.wait()
         for pid in pids.values():
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _reconciler_run(address: str) -> tuple[str | None, WorkflowExecutionStatus | None]:
+    """The reconciler's latest run and its status; (None, None) while it does not exist yet."""
+    async def describe() -> tuple[str | None, WorkflowExecutionStatus | None]:
+        client = await Client.connect(address)
+        try:
+            described = await client.get_workflow_handle(reconciler_workflow_id(None)).describe()
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return None, None
+        return described.run_id, described.status
+
+    return asyncio.run(describe())
+
+
+def test_grove_temporal_run_restarts_what_dies_and_temporal_comes_back_with_its_workflows(tmp_path: Path) -> None:
+    """Under `grove-temporal run`, a SIGKILLed kube-scheduler, worker and Temporal come back (as kubelet and a
+    Deployment would bring them back); Temporal keeps its data on disk, so the workflows are the same ones; Ctrl-C
+    then stops the restarted processes too."""
+    env = {**os.environ, "GROVE_TEMPORAL_STATE_DIR": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
+    run_dir = tmp_path / "run"
+    err_path = tmp_path / "run.err"
+    with err_path.open("w") as err:
+        owner = subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "run", "--nodes", "1", "--no-sample", "--run-dir", str(run_dir)],
+            stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    registry = ProcessRegistry(run_dir)
+    seen: set[int] = set()
+    try:
+        assert owner.stdout is not None
+        printed: dict[str, str] = {}
+        for line in owner.stdout:
+            if line.startswith("Running."):
+                break
+            key, _, value = line.partition(":")
+            printed[key.strip()] = value.strip()
+        else:
+            pytest.fail(f"`grove-temporal run` ended before running: {err_path.read_text()[-3000:]}")
+        assert printed["Temporal data"] == str(run_dir / "temporal.db"), printed
+        address = printed["Temporal address"]
+        assert wait_for(lambda: _reconciler_run(address)[1] == WorkflowExecutionStatus.RUNNING, timeout=60)
+        reconciler_run, _ = _reconciler_run(address)
+
+        first = registry.recorded_pids()
+        assert {"kube-scheduler", "worker", "temporal"} <= set(first), first
+        for name in ("kube-scheduler", "worker", "temporal"):
+            os.kill(first[name], signal.SIGKILL)
+
+        def back(name: str) -> bool:
+            pid = registry.recorded_pids().get(name)
+            return pid is not None and pid != first[name] and pid_alive(pid)
+
+        assert wait_for(lambda: all(back(n) for n in ("kube-scheduler", "worker", "temporal")), timeout=120), (
+            registry.recorded_pids(), err_path.read_text()[-3000:])
+        log = err_path.read_text()
+        for name in ("kube-scheduler", "worker", "temporal"):
+            assert f"{name} exited with code -9" in log and f"{name} restarted (restart 1)" in log, log
+        assert _reconciler_run(address) == (reconciler_run, WorkflowExecutionStatus.RUNNING), \
+            "the same reconciler run, kept on disk across the restart"
+        seen = set(registry.recorded_pids().values())
+        owner.send_signal(signal.SIGINT)
+        owner.wait(timeout=90)
+        assert wait_for(lambda: not any(pid_alive(pid) for pid in seen), timeout=30)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        for pid in seen | set(registry.recorded_pids().values()):
             if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)

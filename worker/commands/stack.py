@@ -75,21 +75,32 @@ def describe_stack(stack: LocalStack) -> str:
             f"Kubeconfig:        {stack.kubeconfig}",
             f"                   export KUBECONFIG={stack.kubeconfig}",
             f"Logs:              {stack.run_dir / 'logs'}",
+            f"Temporal data:     {stack.options.temporal_db_file or 'in memory (lost if Temporal restarts)'}",
         ]
     )
 
 
 def wait_until_interrupted(stack: LocalStack, worker: ManagedProcess | None = None) -> None:
-    """Block until Ctrl-C, reporting any component (or the worker) that dies meanwhile."""
-    reported: set[str] = set()
+    """Block until Ctrl-C, restarting any component (or the worker) that dies meanwhile, with a backoff."""
+    from worker.localstack.supervisor import Supervised, Supervisor
+
+    def processes() -> dict[str, Supervised]:
+        found: dict[str, Supervised] = {name: c.process for name, c in stack.components.items()}
+        if worker is not None:
+            found["worker"] = worker
+        return found
+
+    def restart(name: str) -> None:
+        if name == "worker" and worker is not None:
+            worker.start()
+        else:
+            stack.start_component(name)
+
+    supervisor = Supervisor(processes, restart, lambda line: typer.echo(line, err=True))
     typer.echo("Running. Press Ctrl-C to stop.")
     while True:
-        processes = [c.process for c in stack.components.values()] + ([worker] if worker else [])
-        for process in processes:
-            if process.name not in reported and not process.running():
-                reported.add(process.name)
-                typer.echo(f"warning: {process.exit_description()}", err=True)
-        time.sleep(2)
+        supervisor.tick()
+        time.sleep(1)
 
 
 def current_run_file() -> Path:
@@ -111,7 +122,9 @@ def start_worker(stack: LocalStack) -> ManagedProcess:
     argv = [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(stack.kubeconfig),
             "--temporal-address", stack.temporal_address, "--http-port", str(http_port)]
     process = stack.spawn("worker", argv, env={"PYTHONUNBUFFERED": "1"})
-    current_run_file().write_text(json.dumps({
+    run_file = current_run_file()
+    run_file.parent.mkdir(parents=True, exist_ok=True)  # absent when `--run-dir` put the run elsewhere
+    run_file.write_text(json.dumps({
         "pid": os.getpid(), "temporal_address": stack.temporal_address, "temporal_ui": stack.temporal_ui_url,
         "kubeconfig": str(stack.kubeconfig), "worker_metrics": f"http://127.0.0.1:{http_port}/metrics",
     }))
@@ -186,8 +199,12 @@ def run_command(
     node_gpus: Annotated[int, typer.Option(help="nvidia.com/gpu capacity of each node (0: none).")] = 8,
     node_pods: Annotated[int, typer.Option(help="Pod capacity of each node.")] = 110,
     temporal_db: Annotated[
-        Path | None, typer.Option(help="SQLite file for Temporal (default: in memory).")
+        Path | None, typer.Option(help="SQLite file for Temporal (default: temporal.db in the run directory).")
     ] = None,
+    temporal_in_memory: Annotated[
+        bool, typer.Option("--temporal-in-memory",
+                           help="Keep Temporal's data in memory: a restarted Temporal forgets every workflow.")
+    ] = False,
     run_dir: Annotated[
         Path | None, typer.Option(help="Run directory (default: a new one under $GROVE_TEMPORAL_STATE_DIR).")
     ] = None,
@@ -210,6 +227,15 @@ def run_command(
     from worker.localstack.binaries import BinaryUnavailableError
     from worker.localstack.processes import StackStartError
 
+    if temporal_in_memory and temporal_db is not None:
+        raise typer.BadParameter("--temporal-db and --temporal-in-memory exclude each other",
+                                 param_hint="'--temporal-in-memory'")
+    if not temporal_in_memory and temporal_db is None:
+        # On disk by default: a Temporal that dies and is started again keeps every workflow, timer and signal.
+        from worker.localstack.rundirs import new_run_dir
+
+        run_dir = run_dir or new_run_dir()
+        temporal_db = run_dir / "temporal.db"
     # A shell that starts us in the background sets SIGINT to "ignore"; Ctrl-C / kill -INT must still stop us.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     options = stack_options(nodes, node_cpu, node_memory, node_gpus, node_pods, temporal_db, run_dir)

@@ -21,12 +21,16 @@ def worker(
     task_queue: Annotated[str | None, typer.Option(help="default: grove-temporal")] = None,
     http_port: Annotated[int | None, typer.Option(help="serve /metrics, /healthz, /readyz here")] = None,
     watcher: Annotated[bool, typer.Option(help="run the watcher (leader-elected among workers)")] = True,
+    reconciler_check_seconds: Annotated[
+        float, typer.Option(min=1, help="how often to check that the reconciler workflow runs (restart it if not)")
+    ] = 60,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
     log_format: Annotated[str, typer.Option(help="json or text")] = "text",
 ) -> None:
     """Run a worker: replica workflows, the reconciler, their activities and the watcher."""
     import asyncio
     import signal
+    from datetime import timedelta
 
     from worker.app import run_worker
     from worker.config import WorkerSettings
@@ -34,7 +38,7 @@ def worker(
 
     configure_logging(log_level, log_format)
     settings = WorkerSettings()
-    updates: dict[str, object] = {"watcher": watcher}
+    updates: dict[str, object] = {"watcher": watcher, "reconciler_check": timedelta(seconds=reconciler_check_seconds)}
     if kubeconfig:
         updates["kubeconfig"] = kubeconfig
     if namespace:
