@@ -111,7 +111,6 @@ class RunningWorker:
     kube: Kube
     worker: Worker
     elector: LeaseElector | None
-    sdk_metrics: SdkMetrics | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -167,6 +166,27 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
     """Run until `stop` is set, then drain: in-flight activities get `graceful_shutdown` to finish."""
     tracer_provider = configure_tracing()
     sdk_metrics = sdk_metrics_runtime() if client is None and settings.http_port is not None else None
+    started: list[RunningWorker] = []
+    endpoint: asyncio.Task[None] | None = None
+    if settings.http_port is not None:
+        from worker.http import serve
+
+        # Up before Temporal is reached: a worker waiting for Temporal is alive, just not ready.
+        endpoint = asyncio.create_task(
+            serve(lambda: started[-1] if started else None, sdk_metrics, settings.http_port, stop))
+    try:
+        await _serve_task_queue(settings, stop, client, sdk_metrics, started)
+    finally:
+        stop.set()
+        if endpoint is not None:
+            endpoint.cancel()
+            await asyncio.gather(endpoint, return_exceptions=True)
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # flush spans still batched
+
+
+async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, client: Client | None,
+                            sdk_metrics: SdkMetrics | None, started: list[RunningWorker]) -> None:
     if client is None:
         runtime = sdk_metrics.runtime if sdk_metrics else None
         client = await _until_reachable(f"connect to {settings.temporal.address}",
@@ -194,11 +214,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity)
             background.append(asyncio.create_task(elector.run(watcher.run, stop)))
-        running = RunningWorker(settings, client, kube, worker, elector, sdk_metrics)
-        if settings.http_port is not None:
-            from worker.http import serve
-
-            background.append(asyncio.create_task(serve(running, settings.http_port, stop)))
+        started.append(RunningWorker(settings, client, kube, worker, elector))
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
@@ -216,5 +232,3 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             kube.api_client.close()
-            if tracer_provider is not None:
-                tracer_provider.shutdown()  # flush spans still batched

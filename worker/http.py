@@ -1,7 +1,9 @@
 """The worker's HTTP endpoint: /metrics (Prometheus), /healthz (liveness) and /readyz (readiness).
 
 Liveness only says the event loop answers (restarting a worker that is merely cut off from Temporal would not
-help); readiness says Temporal and Kubernetes both answer, checked at most every few seconds.
+help); readiness says Temporal and Kubernetes both answer, checked at most every few seconds. The endpoint is up
+before Temporal is first reached, so a worker waiting for Temporal at start-up is live (not restarted by its
+liveness probe) but not ready.
 """
 
 from __future__ import annotations
@@ -10,41 +12,48 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
     from worker.app import RunningWorker
+    from worker.telemetry import SdkMetrics
 
 log = logging.getLogger(__name__)
 CHECK_TTL = 5.0
 
 
 class _Readiness:
-    def __init__(self, running: RunningWorker) -> None:
+    def __init__(self, running: Callable[[], RunningWorker | None]) -> None:
         self.running = running
         self.checked_at = 0.0
         self.result: dict[str, str] = {}
 
     async def check(self) -> dict[str, str]:
+        running = self.running()
+        if running is None:
+            return {"temporal": "not reached yet", "worker": "not running"}
         if time.monotonic() - self.checked_at < CHECK_TTL:
             return self.result
         result: dict[str, str] = {}
         try:
-            await asyncio.wait_for(self.running.client.service_client.check_health(), timeout=3)
+            await asyncio.wait_for(running.client.service_client.check_health(), timeout=3)
             result["temporal"] = "ok"
         except Exception as exc:
             result["temporal"] = f"unreachable: {type(exc).__name__}"
-        healthy = await asyncio.to_thread(self.running.kube.healthy)
+        healthy = await asyncio.to_thread(running.kube.healthy)
         result["kubernetes"] = "ok" if healthy else "unreachable"
-        result["worker"] = "ok" if self.running.worker.is_running else "not running"
-        result["watcher"] = "leader" if self.running.is_leader else "standby"
+        result["worker"] = "ok" if running.worker.is_running else "not running"
+        result["watcher"] = "leader" if running.is_leader else "standby"
         self.result, self.checked_at = result, time.monotonic()
         return result
 
 
-async def serve(running: RunningWorker, port: int, stop: asyncio.Event, host: str = "0.0.0.0") -> None:
+async def serve(running: Callable[[], RunningWorker | None], sdk_metrics: SdkMetrics | None, port: int,
+                stop: asyncio.Event, host: str = "0.0.0.0") -> None:
+    """Serve until `stop`; `running()` is None until the worker has reached Temporal and started."""
     readiness = _Readiness(running)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -55,8 +64,8 @@ async def serve(running: RunningWorker, port: int, stop: asyncio.Event, host: st
             path = request_line.split(" ")[1] if " " in request_line else "/"
             if path.startswith("/metrics"):
                 body = generate_latest()
-                if running.sdk_metrics is not None:
-                    body += await asyncio.to_thread(running.sdk_metrics.scrape)
+                if sdk_metrics is not None:
+                    body += await asyncio.to_thread(sdk_metrics.scrape)
                 status, ctype = 200, CONTENT_TYPE_LATEST
             elif path.startswith("/healthz"):
                 status, body, ctype = 200, b"ok\n", "text/plain"
