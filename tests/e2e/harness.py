@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -385,3 +387,14 @@ async def await_for(predicate: Callable[[], Any], *, timeout: float = 60, interv
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}; last value: {last!r}")
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET from a worker's HTTP endpoint: (status, body); (0, "") while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except urllib.error.URLError:
+        return 0, ""

@@ -12,8 +12,6 @@ import json
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
@@ -21,7 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
-from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest, wait_for
+from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, http_get, pcs_manifest, wait_for
 from worker.localstack import rundirs
 from worker.localstack.binaries import path_of
 from worker.localstack.processes import ProcessRegistry
@@ -33,12 +31,6 @@ from workflows.messages import Phase, ReplicaStatus
 HOLD_SECONDS = 3.0
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 async def test_sigterm_lets_in_flight_activities_finish(stack: LocalStack, cluster: Cluster,
@@ -101,8 +93,8 @@ async def test_a_worker_started_while_temporal_is_down_waits_for_it(
         assert process.proc is not None and process.proc.poll() is None, process.logs()[-3000:]
         assert "Temporal not reachable" in process.logs()
         # Live (a liveness probe must not restart a worker that only waits for Temporal) but not ready.
-        assert _get(process.http_port, "/healthz") == (200, "ok\n")
-        code, body = _get(process.http_port, "/readyz")
+        assert http_get(process.http_port, "/healthz") == (200, "ok\n")
+        code, body = http_get(process.http_port, "/readyz")
         assert code == 503 and json.loads(body)["temporal"] == "not reached yet", body
         server.start()
         server.wait_ready()
@@ -117,7 +109,7 @@ async def test_a_worker_started_while_temporal_is_down_waits_for_it(
 
         await await_for(reconciler_running, timeout=60, what="the worker connected and started its reconciler")
         assert process.proc.poll() is None
-        await await_for(lambda: _get(process.http_port, "/readyz")[0] == 200, timeout=30, interval=1,
+        await await_for(lambda: http_get(process.http_port, "/readyz")[0] == 200, timeout=30, interval=1,
                         what="/readyz 200 once Temporal answers")
     finally:
         process.stop()

@@ -4,12 +4,11 @@ OpenTelemetry traces that follow the reconciler into the replica workflows it st
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import Cluster, WorkerProcess, clique, pcs_manifest, wait_for
+from tests.e2e.harness import Cluster, WorkerProcess, clique, http_get, pcs_manifest, wait_for
 
 
 @pytest.fixture
@@ -21,14 +20,6 @@ def observed_worker(worker_process: WorkerProcess) -> WorkerProcess:
     return worker_process.start()
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-    except urllib.error.URLError:
-        return 0, ""  # not listening yet
 
 
 def sample(metrics: str, name: str, **labels: str) -> float:
@@ -45,15 +36,15 @@ def sample(metrics: str, name: str, **labels: str) -> float:
 
 def test_metrics_health_traces_and_logs(cluster: Cluster, observed_worker: WorkerProcess) -> None:
     port = observed_worker.http_port
-    wait_for(lambda: get(port, "/healthz")[0] == 200, timeout=30, what="/healthz")
-    ready = wait_for(lambda: (r := get(port, "/readyz"))[0] == 200 and r, timeout=30, what="/readyz 200")
+    wait_for(lambda: http_get(port, "/healthz")[0] == 200, timeout=30, what="/healthz")
+    ready = wait_for(lambda: (r := http_get(port, "/readyz"))[0] == 200 and r, timeout=30, what="/readyz 200")
     assert json.loads(ready[1]) | {"watcher": "x"} == {"temporal": "ok", "kubernetes": "ok", "worker": "ok",
                                                         "watcher": "x"}
 
     cluster.apply(pcs_manifest("obs", cluster.namespace, cliques=[clique("a", 3, 2)]))
     wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods")
 
-    metrics = get(port, "/metrics")[1]
+    metrics = http_get(port, "/metrics")[1]
     assert sample(metrics, "grove_temporal_gate_releases_total", gang="base") >= 3
     assert sample(metrics, "grove_temporal_kube_requests_total", verb="create", resource="pods") >= 3
     assert sample(metrics, "grove_temporal_kube_requests_total", verb="patch", resource="pods") >= 3
@@ -72,7 +63,7 @@ def test_metrics_health_traces_and_logs(cluster: Cluster, observed_worker: Worke
     assert runs & activities, "activities are traced inside the replica workflow's trace"
 
     records = [json.loads(line) for line in text.splitlines() if line.startswith('{"time"')]
-    replica_lines = [r for r in records if str(r.get("workflow_id", "")).startswith(f"pcs/{cluster.namespace}/obs/")]
+    replica_lines = [r for r in records if str(r.http_get("workflow_id", "")).startswith(f"pcs/{cluster.namespace}/obs/")]
     assert replica_lines and all(r["replica"] == 0 and r["pcs"] == "obs" for r in replica_lines)
 
 
