@@ -63,7 +63,7 @@ def test_metrics_health_traces_and_logs(cluster: Cluster, observed_worker: Worke
     assert runs & activities, "activities are traced inside the replica workflow's trace"
 
     records = [json.loads(line) for line in text.splitlines() if line.startswith('{"time"')]
-    replica_lines = [r for r in records if str(r.http_get("workflow_id", "")).startswith(f"pcs/{cluster.namespace}/obs/")]
+    replica_lines = [r for r in records if str(r.get("workflow_id", "")).startswith(f"pcs/{cluster.namespace}/obs/")]
     assert replica_lines and all(r["replica"] == 0 and r["pcs"] == "obs" for r in replica_lines)
 
 
