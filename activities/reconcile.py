@@ -24,6 +24,7 @@ from grove.models.podcliqueset import wanted_replicas
 from grove.validation import parse_pcs, validate_pcs
 from workflows.ids import NUDGE_SIGNAL, parse_replica_workflow_id
 from workflows.messages import (
+    Nudge,
     OrphanSweepRequest,
     PcsBatchRequest,
     PcsBatchResult,
@@ -182,7 +183,7 @@ class ReconcileActivities:
             if uid == key.pcs_uid and (replicas is None or key.replica < replicas):
                 continue
             try:
-                await self.client.get_workflow_handle(execution.id).signal(NUDGE_SIGNAL)
+                await self.client.get_workflow_handle(execution.id).signal(NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
                 nudged += 1
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:

@@ -76,6 +76,7 @@ class ClusterView:
     pods: dict[str, JSON] = field(default_factory=dict)
     gangs: dict[str, JSON] = field(default_factory=dict)
     pcsgs: dict[str, JSON] | None = None  # only read by ensure
+    read_from: datetime = field(default_factory=lambda: datetime.now(UTC))  # before the first read
 
     def live_pods_of(self, pclq: JSON) -> list[JSON]:
         """Non-terminating pods controlled by this very PodClique incarnation."""
@@ -93,13 +94,14 @@ class ClusterView:
 
 
 def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = False) -> ClusterView:
+    read_from = datetime.now(UTC)
     pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
     selector = replica_selector(ref.pcs, ref.replica)
 
     def by_name(items: list[JSON]) -> dict[str, JSON]:
         return {name_of(obj): obj for obj in items}
 
-    view = ClusterView(pcs=pcs)
+    view = ClusterView(pcs=pcs, read_from=read_from)
     if pcs is None:
         return view
     if len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
@@ -253,6 +255,7 @@ def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
     plan = spec.plan
     return ReplicaSnapshot(
         read_at=datetime.now(UTC),
+        read_from=view.read_from,
         pcs_state=spec.state,
         pcs_generation=spec.generation,
         wanted_replicas=spec.wanted_replicas,

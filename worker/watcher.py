@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client
@@ -28,6 +29,7 @@ from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from worker.metrics import NUDGES, WATCH_EVENTS
 from workflows.ids import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
+from workflows.messages import Nudge
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +112,9 @@ class Nudger:
         try:
             try:
                 async with self._semaphore:
-                    await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL)
+                    # Stamped at each attempt: a round that began after this moment has seen the change.
+                    await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL,
+                                                                              Nudge(sent_at=datetime.now(UTC)))
                 NUDGES.labels("sent").inc()
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:

@@ -58,10 +58,20 @@ class CliqueState(Message):
     )
 
 
+class Nudge(Message):
+    """The nudge signal's payload: when its sender asked (its clock). A replica's last observation started after
+    that covers it, so whether a nudge calls for another round depends only on what the history records, never on
+    where in a workflow task the signal was applied."""
+
+    sent_at: AwareDatetime
+
+
 class ReplicaSnapshot(Message):
     """One replica as an activity read it, in one call."""
 
     read_at: AwareDatetime = Field(description="activity clock, for humans; decisions use workflow time")
+    read_from: AwareDatetime | None = Field(
+        default=None, description="activity clock just before the first read: nudges sent before it are covered")
     pcs_state: PcsState
     pcs_generation: int = 0
     wanted_replicas: int = 0

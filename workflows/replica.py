@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         EventRequest,
         ForceTerminateRequest,
         MirrorRequest,
+        Nudge,
         PauseRequest,
         PcsState,
         Phase,
@@ -60,6 +61,8 @@ TERMINATION_LOG_KEPT = 50
 REJECTIONS_KEPT = 10
 # Patches: each names one change to the commands this workflow issues (README, "Upgrading the workflow safely").
 BREACH_EVENTS_PATCH = "breach-events"
+# Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
+TIMED_NUDGES_PATCH = "timed-nudges"
 
 
 class _Failed(Exception):
@@ -89,7 +92,10 @@ class ReplicaWorkflow:
         self.runs = carry.runs
         self.announced_breaches = dict(carry.announced_breaches)
         # transient: rebuilt by the next observation
-        self._nudged = True
+        self._nudged = True  # look again at the next chance (set by the workflow itself, or an untimed nudge)
+        self._timed_nudges = False  # decided once per run, by TIMED_NUDGES_PATCH
+        self._nudge_sent_at: datetime | None = None  # the latest timed nudge
+        self._observed_from: datetime | None = None  # when the latest observation began (activity clock)
         self._forced: deque[tuple[int, ForceTerminateRequest]] = deque()
         self._results: dict[int, ControlResult] = {}
         self._tickets = 0
@@ -106,6 +112,7 @@ class ReplicaWorkflow:
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
+        self._timed_nudges = workflow.patched(TIMED_NUDGES_PATCH)
         while True:
             if self._should_continue_as_new():
                 # A force_terminate update waits for the main loop to act on its request, so waiting for every
@@ -132,7 +139,9 @@ class ReplicaWorkflow:
             await self._wait()
 
     async def _round(self) -> ReplicaOutcome | None:
+        scheduled_at = workflow.now()
         snapshot = await self._activity("observe_replica", self.ref, ReplicaSnapshot, f"observe {self.ref}")
+        self._observed(snapshot, scheduled_at)
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
                                                 "away through owner references")
@@ -185,8 +194,8 @@ class ReplicaWorkflow:
 
         def woken() -> bool:
             if tickets is not None:
-                return self._nudged or self._tickets != tickets
-            return self._nudged or bool(self._forced)
+                return self._nudged or self._nudge_pending() or self._tickets != tickets
+            return self._nudged or self._nudge_pending() or bool(self._forced)
 
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)
@@ -210,6 +219,7 @@ class ReplicaWorkflow:
         except ApplicationError as err:  # became invalid between observe and ensure
             self._problems, self._held = (str(err.message),), True
             return snapshot
+        self._observed(result.snapshot, None)
         if result.created or result.deleted or result.updated:
             workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
                                  len(result.updated), len(result.deleted), list(result.deleted))
@@ -397,9 +407,25 @@ class ReplicaWorkflow:
 
     # --- messages ----------------------------------------------------------------------------------------------------
     @workflow.signal(name=NUDGE_SIGNAL)
-    def nudge(self) -> None:
-        """Something this replica cares about changed in Kubernetes: look again."""
-        self._nudged = True
+    def nudge(self, nudge: Nudge | None = None) -> None:
+        """Something this replica cares about changed in Kubernetes: look again, unless an observation that began
+        after the nudge was sent has already looked (then it saw the change)."""
+        if nudge is None or not self._timed_nudges:
+            self._nudged = True
+        elif self._nudge_sent_at is None or nudge.sent_at > self._nudge_sent_at:
+            self._nudge_sent_at = nudge.sent_at
+
+    def _nudge_pending(self) -> bool:
+        if self._nudge_sent_at is None:
+            return False
+        return self._observed_from is None or self._nudge_sent_at >= self._observed_from
+
+    def _observed(self, snapshot: ReplicaSnapshot, scheduled_at: datetime | None) -> None:
+        """Remember when the observation in force began: the activity's own record, else (a snapshot from a worker
+        that predates `read_from`) the workflow time the observe was scheduled, which is before any read."""
+        began = snapshot.read_from or scheduled_at
+        if began is not None and (self._observed_from is None or began > self._observed_from):
+            self._observed_from = began
 
     @workflow.signal(name="pause")
     def pause(self, request: PauseRequest | None = None) -> None:
