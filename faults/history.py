@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from workflows.messages import EnsureResult, ReplicaSnapshot, TerminateRequest
@@ -144,11 +144,13 @@ def _call(workflow_id: str, run_id: str, event: HistoryEvent, *, completed_at: d
 
 
 class HistoryReader:
-    """Reads workflow chains; closed runs are cached."""
+    """Reads workflow chains; closed runs are cached. Every history read is also queued for a replay check, a
+    closed run once, an open run each time it is read again."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self._closed: dict[str, RunDigest] = {}
+        self.to_replay: dict[str, WorkflowHistory] = {}  # run id -> the history last read
 
     async def workflow(self, workflow_id: str) -> WorkflowDigest:
         description = await self.client.get_workflow_handle(workflow_id).describe()
@@ -158,6 +160,7 @@ class HistoryReader:
             run = self._closed.get(run_id)
             if run is None:
                 history = await self.client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+                self.to_replay[run_id] = history
                 run = digest_events(workflow_id, run_id, list(history.events))
                 if run.closed:
                     self._closed[run_id] = run

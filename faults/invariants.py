@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from activities.kubeapi import FIELD_MANAGER as PRODUCT_FIELD_MANAGER  # every write of the product carries it
 from activities.kubeapi import JSON
@@ -33,6 +34,10 @@ from grove import names
 from grove.plan import ReplicaPlan
 from grove.termination import Scope
 
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
 ReplicaKey = tuple[str, int]  # (pcs, replica)
 
 NEVER_EARLY = "never-early"
@@ -41,6 +46,7 @@ NONE_MISSING = "none-missing"
 SCALED_GATES = "scaled-gates"
 OBJECTS = "objects"
 FOREIGN = "foreign"
+REPLAYABLE = "replayable"
 INVARIANTS = (NEVER_EARLY, EXACTLY_ONCE, NONE_MISSING, SCALED_GATES, OBJECTS, FOREIGN)
 
 
@@ -452,4 +458,17 @@ def foreign_untouched(before: dict[str, JSON], after: dict[str, JSON | None]) ->
         ours = [m for m in _meta(now).get("managedFields") or [] if m.get("manager") == PRODUCT_FIELD_MANAGER]
         if ours:
             found.violate(FOREIGN, f"written/{name}", f"foreign {name} was written by {PRODUCT_FIELD_MANAGER}: {ours}")
+    return found
+
+
+async def replayable(replayer: Replayer, histories: dict[str, WorkflowHistory]) -> Findings:
+    """Every history read since the last check replays with this code. A nondeterminism error would otherwise show
+    only when a worker without the run cached next touches it (as in round 52 of seed 1, where it then stuck)."""
+    found = Findings()
+    for run_id, history in histories.items():
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        found.counts["histories_replayed"] += 1
+        if result.replay_failure is not None:
+            found.violate(REPLAYABLE, f"replay/{run_id}", f"{history.workflow_id} run {run_id} does not replay: "
+                                                          f"{str(result.replay_failure).splitlines()[0][:300]}")
     return found

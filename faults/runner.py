@@ -36,6 +36,7 @@ from kubernetes.client import CoreV1Api
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
+from temporalio.worker import Replayer
 
 from activities.kubeapi import (
     EVENTS,
@@ -56,6 +57,7 @@ from faults.injector import NODES, PROTECTED_NODE, RUNNER_FIELD_MANAGER, Injecto
 from faults.invariants import Findings, LiveObjects, ReplicaKey, Violation
 from faults.recorder import Recorder
 from faults.workload import FOREIGN_MARK, Workload, foreign_objects
+from worker.app import WORKFLOWS
 from worker.localstack.processes import ManagedProcess
 from worker.localstack.stack import LocalStack
 from workflows.ids import replica_workflow_id
@@ -137,6 +139,7 @@ class FaultRun:
             await asyncio.to_thread(self._wait_service_account)
             self.client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
             self.histories = HistoryReader(self.client)
+            self.replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
             worker = stack.spawn("worker", worker_argv(stack.kubeconfig, stack.temporal_address, self.namespace,
                                                        self.task_queue))
             self.worker = worker
@@ -369,6 +372,7 @@ class FaultRun:
         found.merge(invariants.objects_match(live, plans, uids, index))
         found.merge(invariants.none_missing(breaches, digests, delays, time.time(), self.options.missing_grace))
         found.merge(invariants.foreign_untouched(self.foreign_before, await asyncio.to_thread(self._foreign_now)))
+        found.merge(await self._replay_histories())
         for name, value in found.counts.items():
             if name in CUMULATIVE or name.startswith("terminations_"):
                 self.last[name] = value
@@ -376,6 +380,10 @@ class FaultRun:
                 self.summed[name] += value
         self.lateness = found.lateness
         return found
+
+    async def _replay_histories(self) -> Findings:
+        pending, self.histories.to_replay = self.histories.to_replay, {}
+        return await invariants.replayable(self.replayer, pending)
 
     def _foreign_now(self) -> dict[str, JSON | None]:
         now: dict[str, JSON | None] = {}

@@ -30,4 +30,5 @@ async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
     assert results["terminations_checked"] > 0
     assert results["counts"]["scaled_releases_checked"] > 0
     assert results["counts"]["foreign_checked"] > 0
+    assert results["counts"]["histories_replayed"] > 0
     assert all(r["settled"] for r in results["round_reports"]), results["round_reports"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -296,3 +297,16 @@ def test_rounds_are_repeatable_from_the_seed_and_every_kind_comes_in_the_first_f
     for _ in range(4):
         kinds |= {s.action for s in plans.plan_round() if s.action in schedule.FAULT_KINDS}
     assert kinds == set(schedule.FAULT_KINDS)
+
+
+async def test_replayable_flags_a_history_that_does_not_replay_and_passes_one_that_does() -> None:
+    from tests import histories
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    good = histories.load(sorted((fixtures / "histories").glob("*.json"))[0])
+    bad = histories.load(fixtures / "incidents" / "nondeterminism-round52.json")
+    found = await invariants.replayable(histories.replayer(), {"good-run": good, "bad-run": bad})
+    assert found.counts["histories_replayed"] == 2
+    assert [v.key for v in found.violations] == ["replay/bad-run"]
+    assert found.violations[0].invariant == invariants.REPLAYABLE
+    assert "Nondeterminism" in found.violations[0].detail and "id: 292" in found.violations[0].detail
