@@ -54,6 +54,7 @@ PODGANGS = Resource("scheduler.grove.io", "v1alpha1", "podgangs", "PodGang")
 PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
+HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 
 

@@ -19,6 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import events
 from activities.kubeapi import JSON, PODCLIQUESETS, Kube, KubeError
+from activities.scaling import sync_day2
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from grove.validation import parse_pcs, validate_pcs
@@ -72,6 +73,8 @@ class ReconcileActivities:
             if problems:
                 invalid.append(f"{meta['namespace']}/{meta['name']}")
             await asyncio.to_thread(self._mirror_validity, obj, problems)
+            if not problems:  # DESIGN §4.10: unsupported fields reported, HPAs kept in step with the spec
+                await asyncio.to_thread(sync_day2, self.kube, obj, request.only is not None)
             # An unreadable count starts nothing; running workflows hold (they see the spec invalid).
             for index in range(wanted_replicas(obj) or 0):
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)

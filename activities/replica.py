@@ -33,6 +33,7 @@ from activities.kubeapi import (
     Kube,
     KubeError,
 )
+from activities.scaling import config_annotations, report_clamped, scale_in_order
 from activities.status import mirror, mirror_pcs
 from activities.view import (
     ClusterView,
@@ -108,7 +109,7 @@ class ReplicaActivities:
     @translating_errors("read replica")
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
-        return snapshot(view, read_spec(view.pcs, ref))
+        return snapshot(view, read_spec(view.pcs, ref, view.counts()))
 
     # --- materialise ---------------------------------------------------------------------------------------------
     @activity.defn(name="ensure_replica")
@@ -116,7 +117,8 @@ class ReplicaActivities:
     def ensure_replica(self, ref: ReplicaRef) -> EnsureResult:
         """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
         view = read_replica(self.kube, ref, with_scaling_groups=True)
-        spec = read_spec(view.pcs, ref)
+        counts = view.counts()
+        spec = read_spec(view.pcs, ref, counts)
         if spec.state is not PcsState.PRESENT:
             return EnsureResult(snapshot=snapshot(view, spec))
         if spec.plan is None or spec.pcs is None:
@@ -127,6 +129,7 @@ class ReplicaActivities:
             )
         changes = _Materialiser(self.kube, view, spec, ref)
         changes.run()
+        report_clamped(self.kube, ref, counts, spec.plan)
         return EnsureResult(
             created=tuple(changes.created),
             deleted=tuple(changes.deleted),
@@ -321,7 +324,8 @@ class _Materialiser:
         existing = self.view.pcsgs or {}
         planned = {g.name for g in self.plan.scaling_groups}
         for group in self.plan.scaling_groups:
-            body = manifests.scaling_group_manifest(self.plan, group.name, owner=self.pcs_owner)
+            body = manifests.scaling_group_manifest(self.plan, group.name, owner=self.pcs_owner,
+                                                    annotations=config_annotations(self.pcs_model, group.config_name))
             current = existing.get(group.name)
             if current is None:
                 created = self._create(SCALINGGROUPS, body)
@@ -370,7 +374,8 @@ class _Materialiser:
                     )
                     self.updated.append(f"PodClique/{pclq.name}")
         groups = _our_scaling_groups((self.view.pcsgs or {}).values(), self.ref)
-        for name, obj in list(self.view.pclqs.items()):
+        # Highest scaling-group replica indices first, so an interrupted scale-in never leaves a gap.
+        for name, obj in scale_in_order(self.view.pclqs):
             if (name not in planned and ours(obj) and not terminating(obj) and _owned_within(obj, self.ref, groups)
                     and self.kube.delete(PODCLIQUES, self.namespace, name, uid=uid_of(obj),
                                          propagation="Foreground")):

@@ -15,6 +15,7 @@ from grove import names
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
+from grove.scale import ObservedCounts, observed_counts
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
 
@@ -75,7 +76,7 @@ class ClusterView:
     pclqs: dict[str, JSON] = field(default_factory=dict)
     pods: dict[str, JSON] = field(default_factory=dict)
     gangs: dict[str, JSON] = field(default_factory=dict)
-    pcsgs: dict[str, JSON] | None = None  # only read by ensure
+    pcsgs: dict[str, JSON] | None = None  # their spec.replicas are the replica's counts (grove.scale)
     read_from: datetime = field(default_factory=lambda: datetime.now(UTC))  # before the first read
 
     def live_pods_of(self, pclq: JSON) -> list[JSON]:
@@ -92,8 +93,16 @@ class ClusterView:
                     refs[gang_name].add(str(ref.get("name")))
         return refs
 
+    def counts(self) -> ObservedCounts:
+        """spec.replicas as stored on the replica's own PCSGs and PodCliques (what scaling wrote)."""
+        pcs_uid = uid_of(self.pcs) if self.pcs else ""
+        groups = [g for g in (self.pcsgs or {}).values() if ours(g) and controller_uid(g) == pcs_uid]
+        group_uids = {uid_of(g) for g in groups} | {pcs_uid}
+        pclqs = [p for p in self.pclqs.values() if ours(p) and controller_uid(p) in group_uids]
+        return observed_counts(groups, pclqs)
 
-def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = False) -> ClusterView:
+
+def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = True) -> ClusterView:
     read_from = datetime.now(UTC)
     pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
     selector = replica_selector(ref.pcs, ref.replica)
@@ -127,7 +136,7 @@ class SpecReading:
     wanted_replicas: int = 0
 
 
-def read_spec(pcs_obj: JSON | None, ref: ReplicaRef) -> SpecReading:
+def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, counts: ObservedCounts | None = None) -> SpecReading:
     """Is the PCS still ours to drive, how many replicas does it want, and what does this replica look like."""
     if pcs_obj is None:
         return SpecReading(PcsState.ABSENT)
@@ -153,7 +162,7 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef) -> SpecReading:
     return SpecReading(
         PcsState.PRESENT,
         pcs=pcs,
-        plan=plan_replica(pcs, ref.replica),
+        plan=plan_replica(pcs, ref.replica, counts),
         generation=generation,
         wanted_replicas=pcs.spec.replicas,
     )
@@ -165,7 +174,10 @@ def clique_states(view: ClusterView) -> dict[str, CliqueState]:
     for name, pclq in view.pclqs.items():
         pods = view.live_pods_of(pclq)
         releasable: dict[str, str] = {}
+        waiting: dict[str, str] = {}
         for pod in pods:
+            if (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_STARTUP) == names.STARTUP_WAITING:
+                waiting[name_of(pod)] = uid_of(pod)
             gang = (pod["metadata"].get("labels") or {}).get(names.LABEL_PODGANG, "")
             if pod_gated(pod) and name_of(pod) in references.get(gang, ()):
                 releasable[name_of(pod)] = uid_of(pod)
@@ -177,6 +189,7 @@ def clique_states(view: ClusterView) -> dict[str, CliqueState]:
             scheduled=sum(1 for p in pods if pod_scheduled(p)),
             gated=sum(1 for p in pods if pod_gated(p)),
             releasable=releasable,
+            startup_waiting=waiting,
         )
     return states
 

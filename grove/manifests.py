@@ -14,6 +14,7 @@ from grove import names
 from grove.durations import format_duration
 from grove.models import PodCliqueSet, PodCliqueTemplateSpec
 from grove.plan import ReplicaPlan
+from grove.startup import add_startup_wait, wait_image
 
 Manifest = dict[str, Any]
 
@@ -61,7 +62,9 @@ def podclique_manifest(
     }
 
 
-def scaling_group_manifest(plan: ReplicaPlan, scaling_group: str, owner: Manifest | None = None) -> Manifest:
+def scaling_group_manifest(plan: ReplicaPlan, scaling_group: str, owner: Manifest | None = None,
+                           annotations: Mapping[str, str] | None = None) -> Manifest:
+    """The PCSG object; `annotations` are its config's (podCliqueScalingGroups[].annotations, as Grove copies them)."""
     group = plan.scaling_group(scaling_group)
     spec: Manifest = {
         "replicas": group.replicas,
@@ -70,10 +73,13 @@ def scaling_group_manifest(plan: ReplicaPlan, scaling_group: str, owner: Manifes
     }
     if group.termination_delay is not None:
         spec["terminationDelay"] = format_duration(group.termination_delay)
+    meta = _metadata(group.name, plan, group.labels, owner)
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": names.GROVE_API_VERSION,
         "kind": names.KIND_PODCLIQUESCALINGGROUP,
-        "metadata": _metadata(group.name, plan, group.labels, owner),
+        "metadata": meta,
         "spec": spec,
     }
 
@@ -89,6 +95,7 @@ def podgang_manifest(
     podReferences from the live pods); PodCliques without an entry get an empty list."""
     gang = plan.pod_gang(pod_gang)
     refs = pod_references or {}
+    priority_class_name = priority_class_name or plan.priority_class_name
     spec: Manifest = {
         "podgroups": [
             {
@@ -142,8 +149,12 @@ def pod_manifest(
         for container in spec.get(key) or []:
             container["env"] = _with_env(container.get("env") or [], identity.env)
     meta = _metadata(identity.name, plan, identity.labels, owner)
-    if template.annotations:
-        meta["annotations"] = dict(template.annotations)
+    annotations = dict(template.annotations or {})
+    starts_after = plan.pod_clique(pod_clique).starts_after
+    if starts_after:
+        add_startup_wait(spec, annotations, starts_after, wait_image(pcs))
+    if annotations:
+        meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 

@@ -54,6 +54,11 @@ COMPONENT_PCSG_PODCLIQUE = "pcsg-podclique"
 COMPONENT_PCSG = "pcs-podcliquescalinggroup"
 COMPONENT_PODGANG = "podgang"
 COMPONENT_HEADLESS_SERVICE = "pcs-headless-service"
+COMPONENT_HPA = "pcs-hpa"  # Grove's LabelComponentNameHorizontalPodAutoscaler
+
+# --- HorizontalPodAutoscaler (DESIGN §4.10): one per autoscaled PodClique / PCSG, named after its target --------
+HPA_API_VERSION: Final = "autoscaling/v2"
+KIND_HPA: Final = "HorizontalPodAutoscaler"
 
 # --- Annotations -------------------------------------------------------------------------------------------
 # When scaled PodGangs may be released: after the base gang is Scheduled (default) or Ready (DESIGN §4.3).
@@ -61,6 +66,27 @@ ANNOTATION_SCALED_RELEASE_AFTER = "grove-temporal.io/scaled-release-after"
 RELEASE_AFTER_SCHEDULED = "Scheduled"
 RELEASE_AFTER_READY = "Ready"
 RELEASE_AFTER_VALUES = (RELEASE_AFTER_SCHEDULED, RELEASE_AFTER_READY)
+
+# Startup order (DESIGN §4.10): a pod of a clique that starts after others is created with ANNOTATION_STARTUP =
+# STARTUP_WAITING and an init container that waits (reading its own annotations through the downward API) until the
+# workflow sets STARTUP_RELEASED, once every pod of the cliques it starts after is Ready. ANNOTATION_STARTS_AFTER
+# lists those PodCliques, for people and tools.
+ANNOTATION_STARTUP = "grove-temporal.io/startup"
+ANNOTATION_STARTS_AFTER = "grove-temporal.io/starts-after"
+STARTUP_WAITING = "Waiting"
+STARTUP_RELEASED = "Released"
+# The image of the waiting init container (anything with `sh`, `grep` and `sleep`); a PCS annotation overrides it.
+ANNOTATION_STARTUP_WAIT_IMAGE = "grove-temporal.io/startup-wait-image"
+DEFAULT_STARTUP_WAIT_IMAGE = "busybox:1.36"
+STARTUP_WAIT_CONTAINER = "grove-temporal-startup-wait"
+STARTUP_PODINFO_VOLUME = "grove-temporal-podinfo"
+STARTUP_PODINFO_PATH = "/var/run/grove-temporal/podinfo"
+
+# --- Clique startup types (Grove's spec.template.cliqueStartupType) -----------------------------------------
+STARTUP_ANY_ORDER = "CliqueStartupTypeAnyOrder"
+STARTUP_IN_ORDER = "CliqueStartupTypeInOrder"
+STARTUP_EXPLICIT = "CliqueStartupTypeExplicit"
+STARTUP_TYPES = (STARTUP_ANY_ORDER, STARTUP_IN_ORDER, STARTUP_EXPLICIT)
 
 # --- Scheduling gate ---------------------------------------------------------------------------------------
 SCHEDULING_GATE = "grove.io/podgang-pending-creation"
@@ -88,6 +114,10 @@ REASON_SUFFICIENT_AVAILABLE_PCSG_REPLICAS = "SufficientAvailablePodCliqueScaling
 REASON_INSUFFICIENT_AVAILABLE_PCSG_REPLICAS = "InsufficientAvailablePodCliqueScalingGroupReplicas"
 # Ours: whether the PodCliqueSet passed validation (DESIGN §4.1, §4.8).
 CONDITION_SPEC_VALID = "SpecValid"
+# Ours: Grove fields in the spec that grove-temporal does not implement (DESIGN §4.10: never silently ignored).
+CONDITION_UNSUPPORTED_FIELDS = "UnsupportedFields"
+REASON_UNSUPPORTED_FIELDS = "FieldsNotImplemented"
+REASON_ALL_FIELDS_SUPPORTED = "AllFieldsSupported"
 REASON_VALID = "Valid"
 REASON_INVALID = "Invalid"
 
@@ -141,3 +171,8 @@ def headless_service_name(pcs: str, replica: int) -> str:
 
 def headless_service_address(pcs: str, replica: int, namespace: str) -> str:
     return f"{headless_service_name(pcs, replica)}.{namespace}.svc.cluster.local"
+
+
+def hpa_name(target: str) -> str:
+    """A HorizontalPodAutoscaler is named after the PodClique or PodCliqueScalingGroup it scales (as Grove does)."""
+    return target

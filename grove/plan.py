@@ -16,6 +16,8 @@ from grove import names
 from grove.durations import format_duration
 from grove.models import PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec
 from grove.problems import Problem
+from grove.scale import ObservedCounts
+from grove.startup import PodCliqueRef, clique_dependencies, resolve
 from grove.topology import CliqueUnit, ReplicaTopology, ScalingGroupUnit
 from grove.validation import defaulted, validate_pcs
 
@@ -66,6 +68,7 @@ class PodCliquePlan(_Frozen):
     base: bool  # True when pod_gang is the replica's base PodGang
     scaling_group: ScalingGroupRef | None
     labels: dict[str, str]
+    starts_after: tuple[str, ...] = ()  # PodCliques of the same gang whose pods must all be Ready first
 
     @property
     def pod_names(self) -> tuple[str, ...]:
@@ -115,6 +118,7 @@ class ReplicaPlan(_Frozen):
     service: ServicePlan
     termination_delay: timedelta | None
     scaled_release_after: ReleaseAfter
+    priority_class_name: str | None = None  # spec.template.priorityClassName: pods and PodGangs
 
     # --- lookups ---
     def pod_clique(self, name: str) -> PodCliquePlan:
@@ -179,6 +183,7 @@ class ReplicaPlan(_Frozen):
                     min_available=p.min_available,
                     scaling_group=p.scaling_group.name if p.scaling_group else None,
                     scaling_group_replica=p.scaling_group.replica_index if p.scaling_group else None,
+                    starts_after=p.starts_after,
                 )
                 for p in self.pod_cliques
             ),
@@ -235,17 +240,19 @@ class ReplicaPlan(_Frozen):
 
 
 # --- Planning ----------------------------------------------------------------------------------------------
-def plan_replica(pcs: PodCliqueSet, replica: int) -> ReplicaPlan:
+def plan_replica(pcs: PodCliqueSet, replica: int, counts: ObservedCounts | None = None) -> ReplicaPlan:
     """The expected objects of replica `replica`. Raises InvalidPodCliqueSet when the PCS does not validate.
 
     Any replica index >= 0 may be planned, also one above spec.replicas (to know what to delete on scale-in).
+    `counts` are the replica counts stored on the live PCSG and PodClique objects, which win over the template's
+    (grove.scale); without them the plan is the one of a freshly created replica.
     """
     if replica < 0:
         raise ValueError(f"replica index must be >= 0, got {replica}")
     problems = validate_pcs(pcs)
     if problems:
         raise InvalidPodCliqueSet(problems)
-    return _Planner(defaulted(pcs), replica).plan()
+    return _Planner(defaulted(pcs), replica, counts or ObservedCounts()).plan()
 
 
 def plan_replicas(pcs: PodCliqueSet) -> list[ReplicaPlan]:
@@ -279,8 +286,9 @@ def scaled_release_after(pcs: PodCliqueSet) -> ReleaseAfter:
 class _Planner:
     """Builds one ReplicaPlan from a validated, defaulted PCS."""
 
-    def __init__(self, pcs: PodCliqueSet, replica: int) -> None:
+    def __init__(self, pcs: PodCliqueSet, replica: int, counts: ObservedCounts) -> None:
         self.pcs = pcs
+        self.counts = counts
         self.replica = replica
         self.name = pcs.name
         self.base_gang = names.base_podgang_name(self.name, replica)
@@ -304,7 +312,7 @@ class _Planner:
         grouped = [
             pclq for g in self.pcs.spec.template.pod_clique_scaling_groups for pclq in self.grouped_pclqs(g)
         ]
-        pod_cliques = standalone + grouped
+        pod_cliques = self.with_startup_order(standalone + grouped)
         gangs = [self.gang(self.base_gang, [p for p in pod_cliques if p.base], None)]
         for group in groups:
             for j in range(group.min_available, group.replicas):
@@ -332,7 +340,17 @@ class _Planner:
             ),
             termination_delay=self.pcs.spec.template.termination_delay,
             scaled_release_after=scaled_release_after(self.pcs),
+            priority_class_name=self.pcs.spec.template.priority_class_name or None,
         )
+
+    def with_startup_order(self, pod_cliques: list[PodCliquePlan]) -> list[PodCliquePlan]:
+        dependencies = clique_dependencies(self.pcs)
+        if not dependencies:
+            return pod_cliques
+        resolved = resolve(dependencies, [PodCliqueRef(name=p.name, clique=p.clique, pod_gang=p.pod_gang)
+                                          for p in pod_cliques])
+        return [p.model_copy(update={"starts_after": resolved[p.name]}) if p.name in resolved else p
+                for p in pod_cliques]
 
     def standalone_pclq(self, clique: PodCliqueTemplateSpec) -> PodCliquePlan:
         name = names.pclq_name(self.name, self.replica, clique.name)
@@ -345,7 +363,7 @@ class _Planner:
 
     def grouped_pclqs(self, group: PodCliqueScalingGroupConfig) -> list[PodCliquePlan]:
         pcsg = names.pcsg_name(self.name, self.replica, group.name)
-        replicas, min_available = _group_counts(group)
+        replicas, min_available = self.group_counts(group)
         result = []
         for j in range(replicas):
             ref = ScalingGroupRef(name=pcsg, replica_index=j)
@@ -379,7 +397,7 @@ class _Planner:
         return PodCliquePlan(
             name=name,
             clique=clique.name,
-            replicas=clique.spec.replicas,
+            replicas=self.counts.pod_clique(name, clique.spec.replicas, min_available),
             min_available=min_available,
             pod_gang=gang,
             base=gang == self.base_gang,
@@ -389,7 +407,7 @@ class _Planner:
 
     def scaling_group(self, group: PodCliqueScalingGroupConfig) -> ScalingGroupPlan:
         name = names.pcsg_name(self.name, self.replica, group.name)
-        replicas, min_available = _group_counts(group)
+        replicas, min_available = self.group_counts(group)
         return ScalingGroupPlan(
             name=name,
             config_name=group.name,
@@ -399,6 +417,12 @@ class _Planner:
             termination_delay=group.termination_delay,
             labels=self.common_labels(name, names.COMPONENT_PCSG),
         )
+
+    def group_counts(self, group: PodCliqueScalingGroupConfig) -> tuple[int, int]:
+        """(replicas, minAvailable) of a scaling group: replicas as stored on the PCSG object once it exists."""
+        template, min_available = _group_counts(group)
+        name = names.pcsg_name(self.name, self.replica, group.name)
+        return self.counts.scaling_group(name, template, min_available), min_available
 
     def gang(self, name: str, members: list[PodCliquePlan], ref: ScalingGroupRef | None) -> PodGangPlan:
         labels = self.common_labels(name, names.COMPONENT_PODGANG)

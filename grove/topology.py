@@ -25,6 +25,9 @@ class CliqueUnit(_Frozen):
     min_available: int = Field(ge=1, description="ready pods needed to be available")
     scaling_group: str | None = Field(default=None, description="PCSG object name, None when standalone")
     scaling_group_replica: int | None = Field(default=None, description="PCSG replica index j")
+    starts_after: tuple[str, ...] = Field(
+        default=(), description="PodCliques of the same gang whose pods must all be Ready before this one starts"
+    )
 
 
 class ScalingGroupUnit(_Frozen):

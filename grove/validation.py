@@ -14,9 +14,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from grove import names
+from grove.autoscaling import autoscaling_problems
+from grove.fields import unsupported_fields
 from grove.models import KaiPodGroup, PodCliqueSet
 from grove.podgroup_rules import podgroup_tree_problems
 from grove.problems import ROOT, Problem, from_validation_error, unknown_fields
+from grove.startup import startup_problems, startup_warnings
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -101,8 +104,12 @@ def check_document(data: Any) -> tuple[list[Problem], list[Problem]]:
 
 
 def warnings_for(model: PodCliqueSet | KaiPodGroup) -> list[Problem]:
-    """Unknown fields in spec (metadata and status are the apiserver's business)."""
-    return unknown_fields(model.spec, ["spec"])
+    """Unknown fields in spec (metadata and status are the apiserver's business); for a PodCliqueSet also the Grove
+    fields grove-temporal does not implement and startsAfter without Explicit startup (DESIGN §4.10)."""
+    found = unknown_fields(model.spec, ["spec"])
+    if isinstance(model, PodCliqueSet):
+        found += unsupported_fields(model) + list(startup_warnings(model))
+    return found
 
 
 # --- Defaults ----------------------------------------------------------------------------------------------
@@ -133,6 +140,7 @@ def _pcs_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
     yield from _scaling_group_problems(pcs)
     yield from _delay_problems(pcs)
     yield from _generated_name_problems(pcs)
+    yield from _day2_problems(pcs)
 
 
 def _label_problem(path: str, value: str) -> Problem | None:
@@ -335,3 +343,9 @@ def _collision_problems(
             for clique_name in dict.fromkeys(group.clique_names):
                 if clique_name in cliques:
                     yield from claim(f"{group.name}-{replica}-{clique_name}", owner, path)
+
+
+def _day2_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    """Startup order and autoscaling rules (DESIGN §4.10), kept in their own modules."""
+    yield from startup_problems(pcs)
+    yield from autoscaling_problems(pcs)

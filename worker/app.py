@@ -22,6 +22,7 @@ from activities.fanout import FANOUT_THREADS
 from activities.kubeapi import Kube
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
+from activities.scaling import StartupActivities
 from worker.config import TemporalSettings, WorkerSettings
 from worker.kube import api_client
 from worker.leader import LeaseElector
@@ -101,6 +102,7 @@ def activities_for(kube: Kube, client: Client) -> list[Callable[..., Any]]:
         replica.record_event,
         reconcile.sync_pcs_batch,
         reconcile.sweep_replica_workflows,
+        StartupActivities(kube).release_startup,
     ]
 
 

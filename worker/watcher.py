@@ -24,7 +24,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, KubeError, Resource
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube, KubeError, Resource
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from worker.metrics import NUDGES, WATCH_EVENTS
@@ -45,6 +45,12 @@ def pcs_fingerprint(obj: JSON) -> Fingerprint:
 
 
 def pclq_fingerprint(obj: JSON) -> Fingerprint:
+    meta = obj.get("metadata", {})
+    return (meta.get("uid"), bool(meta.get("deletionTimestamp")), (obj.get("spec") or {}).get("replicas"))
+
+
+def pcsg_fingerprint(obj: JSON) -> Fingerprint:
+    """A PCSG wakes its replica when it appears, goes, or is scaled (an HPA or `kubectl scale` wrote replicas)."""
     meta = obj.get("metadata", {})
     return (meta.get("uid"), bool(meta.get("deletionTimestamp")), (obj.get("spec") or {}).get("replicas"))
 
@@ -132,7 +138,7 @@ class Nudger:
 
 
 class Watcher:
-    """Follows PCS, PCLQ and pod changes; nudges the affected replica workflows and the reconciler."""
+    """Follows PCS, PCSG, PCLQ and pod changes; nudges the affected replica workflows and the reconciler."""
 
     def __init__(
         self,
@@ -153,6 +159,7 @@ class Watcher:
         self.pcs_feed = _Feed(PODCLIQUESETS, None, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, MANAGED_SELECTOR, pclq_fingerprint)
         self.pod_feed = _Feed(PODS, MANAGED_SELECTOR, pod_fingerprint)
+        self.pcsg_feed = _Feed(SCALINGGROUPS, MANAGED_SELECTOR, pcsg_fingerprint)
         self._stop = threading.Event()
         self._streams: dict[str, Any] = {}  # resource plural -> open watch response
         self._pending_pcs: set[ObjectKey] = set()
@@ -170,7 +177,7 @@ class Watcher:
         threads = []
         tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler())]
         try:
-            for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed):
+            for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed, self.pcsg_feed):
                 feed.synced = asyncio.Event()
                 thread = threading.Thread(
                     target=self._follow, args=(feed, loop, stop), name=f"watch-{feed.resource.plural}", daemon=True

@@ -56,6 +56,9 @@ class CliqueState(Message):
     releasable: dict[str, str] = Field(
         default_factory=dict, description="gated pods already referenced by their PodGang: name -> UID"
     )
+    startup_waiting: dict[str, str] = Field(
+        default_factory=dict, description="pods still waiting for their startup order (grove.startup): name -> UID"
+    )
 
 
 class Nudge(Message):
@@ -100,6 +103,21 @@ class ReleaseRequest(Message):
     pods: dict[str, str] = Field(description="pod name -> UID; the gate is removed only from that very pod")
     gang_kind: str = Field(description="base | scaled, for the event and metrics")
     gangs: tuple[str, ...] = ()
+
+
+class StartupRequest(Message):
+    """Start pods that waited for their startup order (grove.startup): mark them Released."""
+
+    ref: ReplicaRef
+    pods: dict[str, str] = Field(description="pod name -> UID; only that very pod is marked")
+    cliques: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, description="PodClique -> the PodCliques whose pods are all Ready now (for the Event)"
+    )
+
+
+class StartupResult(Message):
+    started: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = Field(default=(), description="gone or replaced since they were read")
 
 
 class ReleaseResult(Message):
@@ -292,6 +310,9 @@ class ReplicaStatus(Message):
     rejected: tuple[str, ...] = Field(default=(), description="recent control requests that were rejected, why")
     observed_at: datetime | None = None
     runs: int = 1
+    startup: tuple[str, ...] = Field(
+        default=(), description="startup order still pending, e.g. 'p-0-decode waits for p-0-prefill Ready (1/2)'"
+    )
 
 
 # --- reconciler --------------------------------------------------------------------------------------------------

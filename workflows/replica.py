@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from grove import names
     from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
     from grove.release import GateDecision, decide_releases, gang_of
+    from grove.startup import StartupDecision, decide_starts
     from grove.termination import Scope, Termination, forced_termination
     from grove.topology import ReplicaTopology
     from workflows import views
@@ -47,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
         ReplicaOutcome,
         ReplicaSnapshot,
         ReplicaStatus,
+        StartupRequest,
+        StartupResult,
         TerminateRequest,
         TerminateResult,
         TerminationRecord,
@@ -63,6 +66,8 @@ REJECTIONS_KEPT = 10
 BREACH_EVENTS_PATCH = "breach-events"
 # Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
 TIMED_NUDGES_PATCH = "timed-nudges"
+# Startup order (DESIGN §4.10): pods waiting for the cliques they start after are started by a new activity.
+STARTUP_ORDER_PATCH = "startup-order"
 
 
 class _Failed(Exception):
@@ -103,6 +108,7 @@ class ReplicaWorkflow:
         self._snapshot: ReplicaSnapshot | None = None
         self._evaluation: ReplicaEvaluation | None = None
         self._gates: GateDecision | None = None
+        self._startup: StartupDecision | None = None
         self._problems: tuple[str, ...] = ()
         self._held = False  # invalid spec: create nothing, delete nothing
         self._retry_after: timedelta | None = None
@@ -160,6 +166,7 @@ class ReplicaWorkflow:
             self._set_phase(Phase.INVALID)
             return None
         await self._release_gates(topology, snapshot)
+        await self._start_in_order(topology, snapshot)
         evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
         self.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
@@ -238,6 +245,22 @@ class ReplicaWorkflow:
             pods = tuple(pod for gang_pods in decision.scaled.values() for pod in gang_pods)
             await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)))
             self.scaled_released_at = self.scaled_released_at or workflow.now()
+
+    async def _start_in_order(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
+        """Startup order: pods whose parent cliques have every pod Ready are marked started. Added after v0.1.0 and
+        only ever needed by PodCliqueSets with a startup order: patch-guarded where it first issues a command."""
+        decision = decide_starts(topology, views.startup_states(snapshot))
+        self._startup = decision
+        if self.paused or self._held or not decision.pods:
+            return
+        if not workflow.patched(STARTUP_ORDER_PATCH):
+            return
+        uids = {pod: uid for state in snapshot.cliques.values() for pod, uid in state.startup_waiting.items()}
+        cliques = {pclq: unit.starts_after for unit in topology.cliques
+                   if (pclq := unit.name) in decision.release}
+        request = StartupRequest(ref=self.ref, pods={p: uids[p] for p in decision.pods}, cliques=cliques)
+        await self._activity("release_startup", request, StartupResult,
+                             f"start {len(request.pods)} pods in order: {', '.join(sorted(decision.release))}")
 
     async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...]) -> None:
         request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs)
@@ -366,7 +389,7 @@ class ReplicaWorkflow:
             views.details_markdown(
                 phase=self.phase.value, paused=self.paused, pause_reason=self.pause_reason,
                 incarnation=self.incarnation, problems=self._problems, cliques=status.cliques,
-                deadlines=status.deadlines, gates=self._gates,
+                deadlines=status.deadlines, gates=self._gates, startup=status.startup,
                 last_termination=self.terminations[-1] if self.terminations else None,
                 terminations_total=self.terminations_total,
             )
@@ -484,6 +507,7 @@ class ReplicaWorkflow:
             if self._evaluation and (self.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.runs,
+            startup=views.startup_lines(self._startup, self._snapshot, self.topology),
         )
 
     # --- control helpers -------------------------------------------------------------------------------------------

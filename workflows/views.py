@@ -11,6 +11,7 @@ from grove import names
 from grove.availability import CliqueObservation
 from grove.evaluate import ReplicaEvaluation, ReplicaObservation
 from grove.release import CliqueGateState, GateDecision
+from grove.startup import CliqueStartupState, StartupDecision
 from grove.termination import clock, duration
 from grove.topology import ReplicaTopology
 from workflows.messages import (
@@ -46,6 +47,24 @@ def gate_states(snapshot: ReplicaSnapshot) -> dict[str, CliqueGateState]:
         for name, state in snapshot.cliques.items()
         if not state.terminating
     }
+
+
+def startup_states(snapshot: ReplicaSnapshot) -> dict[str, CliqueStartupState]:
+    return {
+        name: CliqueStartupState(pods=state.pods, ready=state.ready, waiting=tuple(sorted(state.startup_waiting)))
+        for name, state in snapshot.cliques.items()
+        if not state.terminating
+    }
+
+
+def startup_lines(decision: StartupDecision | None, snapshot: ReplicaSnapshot | None,
+                  topology: ReplicaTopology | None) -> tuple[str, ...]:
+    """'p-0-decode waits for p-0-prefill Ready (1/2)' per PodClique still held by its startup order."""
+    if decision is None or snapshot is None or topology is None:
+        return ()
+    ready = {unit.name: (snapshot.cliques[unit.name].ready if unit.name in snapshot.cliques else 0, unit.replicas)
+             for unit in topology.cliques}
+    return decision.lines(ready)
 
 
 def status_mirrors(
@@ -196,6 +215,7 @@ def details_markdown(
     cliques: tuple[CliqueStatus, ...],
     deadlines: tuple[DeadlineStatus, ...],
     gates: GateDecision | None,
+    startup: tuple[str, ...] = (),
     last_termination: TerminationRecord | None,
     terminations_total: int,
 ) -> str:
@@ -210,6 +230,8 @@ def details_markdown(
         lines.append("")
     if gates is not None and not gates.base_gang_ready:
         lines += [f"Base gang `{gates.base_gang}` waiting for: {', '.join(gates.waiting_for)}", ""]
+    if startup:
+        lines += ["**Startup order**", ""] + [f"- {line}" for line in startup[:MAX_DETAIL_ROWS]] + [""]
     if cliques:
         lines += ["| PodClique | ready/min | scheduled | gated | was available | breached |", "|---|---|---|---|---|---|"]
         for row in cliques[:MAX_DETAIL_ROWS]:

@@ -11,6 +11,7 @@ from grove.models.base import (
 from grove.models.kai import KaiPodGroup, KaiPodGroupSpec, SubGroup
 from grove.models.podclique import PodClique, PodCliqueStatus
 from grove.models.podcliqueset import (
+    AutoScalingConfig,
     HeadlessServiceConfig,
     PodCliqueScalingGroupConfig,
     PodCliqueSet,
@@ -28,6 +29,7 @@ from grove.models.scalinggroup import (
 )
 
 __all__ = [
+    "AutoScalingConfig",
     "Condition",
     "Duration",
     "HeadlessServiceConfig",

@@ -20,6 +20,19 @@ from grove.models.base import (
 from grove.names import GROVE_API_VERSION, KIND_PODCLIQUESET
 
 
+class AutoScalingConfig(WireModel):
+    """Grove's AutoScalingConfig (`autoScalingConfig` of a clique, `scaleConfig` of a scaling group): the
+    HorizontalPodAutoscaler made for each PodClique / PodCliqueScalingGroup of every replica (grove.autoscaling)."""
+
+    min_replicas: Int | None = Field(
+        default=None, description="lower limit for the autoscaler (default: the template's replicas)"
+    )
+    max_replicas: Int = Field(description="upper limit for the autoscaler")
+    metrics: list[Passthrough] | None = Field(
+        default=None, description="autoscaling/v2 MetricSpecs; unset = the HPA default (80% average CPU)"
+    )
+
+
 class PodCliqueSpec(WireModel):
     """Spec of one clique: the pod template plus how many pods and how many must be available."""
 
@@ -29,8 +42,10 @@ class PodCliqueSpec(WireModel):
     min_available: Int | None = Field(
         default=None, description="ready pods needed to be available and to gang-schedule (default: replicas)"
     )
-    starts_after: list[str] | None = None
-    auto_scaling_config: Passthrough | None = None
+    starts_after: list[str] | None = Field(
+        default=None, description="cliques whose pods must all be Ready first (cliqueStartupType Explicit)"
+    )
+    auto_scaling_config: AutoScalingConfig | None = None
 
 
 class PodCliqueTemplateSpec(WireModel):
@@ -40,6 +55,7 @@ class PodCliqueTemplateSpec(WireModel):
     labels: StringMap | None = None
     annotations: StringMap | None = None
     topology_constraint: Passthrough | None = None
+    resource_sharing: list[Passthrough] | None = Field(default=None, description="not implemented (kept)")
     spec: PodCliqueSpec
 
 
@@ -56,8 +72,9 @@ class PodCliqueScalingGroupConfig(WireModel):
     termination_delay: Duration | None = Field(
         default=None, description="overrides the PodCliqueSet terminationDelay for this group"
     )
-    scale_config: Passthrough | None = None
+    scale_config: AutoScalingConfig | None = None
     topology_constraint: Passthrough | None = None
+    resource_sharing: list[Passthrough] | None = Field(default=None, description="not implemented (kept)")
 
 
 class HeadlessServiceConfig(WireModel):
@@ -68,10 +85,15 @@ class PodCliqueSetTemplateSpec(WireModel):
     cliques: list[PodCliqueTemplateSpec] = Field(
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
     )
-    clique_startup_type: str | None = None
+    clique_startup_type: str | None = Field(
+        default=None,
+        description="CliqueStartupTypeAnyOrder (default), CliqueStartupTypeInOrder or CliqueStartupTypeExplicit",
+    )
     priority_class_name: str | None = None
     headless_service_config: HeadlessServiceConfig | None = None
     topology_constraint: Passthrough | None = None
+    resource_claim_templates: list[Passthrough] | None = Field(default=None, description="not implemented (kept)")
+    resource_sharing: list[Passthrough] | None = Field(default=None, description="not implemented (kept)")
     termination_delay: Duration | None = Field(
         default=None, description="gang termination delay after an availability breach; unset disables it"
     )
