@@ -17,6 +17,7 @@ from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, K
 from activities.view import uid_of
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
+from grove.scale import podclique_selector, podcliqueset_selector, scaling_group_selector
 from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
 
 _RESOURCES = {names.KIND_PODCLIQUE: PODCLIQUES, names.KIND_PODCLIQUESCALINGGROUP: SCALINGGROUPS}
@@ -58,6 +59,7 @@ def mirror(kube: Kube, request: MirrorRequest) -> list[str]:
         if current is None or (item.uid and uid_of(current) != item.uid):
             return False  # gone or recreated since the decision: the next evaluation mirrors the new one
         status = desired_status(current, item, now)
+        status.update(_selector(ref.pcs, item))
         if status == (current.get("status") or {}):
             return False
         kube.patch(resource, ref.namespace, item.name, {"status": status}, subresource="status")
@@ -102,12 +104,19 @@ def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
         1 for index, ok in members.items() if index.isdigit() and int(index) < wanted and ok and all(ok)
     )
     status = dict(obj.get("status") or {})
-    desired = {**status, "replicas": wanted, "availableReplicas": available}
+    figures = {"replicas": wanted, "availableReplicas": available, "hpaPodSelector": podcliqueset_selector(pcs)}
+    desired = {**status, **figures}
     if desired == status:
         return False
-    kube.patch(PODCLIQUESETS, namespace, pcs, {"status": {"replicas": wanted, "availableReplicas": available}},
-               subresource="status")
+    kube.patch(PODCLIQUESETS, namespace, pcs, {"status": figures}, subresource="status")
     return True
+
+
+def _selector(pcs: str, item: ObjectStatusMirror) -> dict[str, str]:
+    """The scale subresource's selectorpath (DESIGN §4.10): the pods an HPA reads metrics from."""
+    if item.kind == names.KIND_PODCLIQUESCALINGGROUP:
+        return {"selector": scaling_group_selector(pcs, item.name)}
+    return {"hpaPodSelector": podclique_selector(pcs, item.name)}
 
 
 def _pcsg_available(group: JSON) -> bool:
