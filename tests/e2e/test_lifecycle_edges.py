@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities.kubeapi import PODS
+from activities.kubeapi import PODCLIQUES, PODS
 from grove import names
 from tests.e2e.harness import (
     Cluster,
@@ -63,9 +63,9 @@ async def test_a_clique_scaled_down_loses_its_highest_pod_indices_first(
     first = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods()}
     assert sorted(first) == [f"shrinkpods-0-app-{i}" for i in range(3)]
 
-    template = manifest["spec"]["template"]
-    template["cliques"][0]["spec"]["replicas"] = 1
-    cluster.patch_pcs("shrinkpods", {"spec": {"template": template}})
+    # kubectl scale pclq shrinkpods-0-app --replicas=1 (the PodClique owns its count after creation)
+    cluster.kube.patch(PODCLIQUES, cluster.namespace, "shrinkpods-0-app", {"spec": {"replicas": 1}},
+                       subresource="scale")
     wait_for(lambda: [p["metadata"]["name"] for p in cluster.pods()
                       if not p["metadata"].get("deletionTimestamp")] == ["shrinkpods-0-app-0"],
              timeout=60, what="only pod index 0 left")

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 
 from activities.kubeapi import (
+    HPAS,
     LEASES,
     PODCLIQUES,
     PODCLIQUESETS,
@@ -132,24 +133,33 @@ async def test_s3_as_the_service_account(cluster: Cluster, sa_worker_process: Wo
 # --- nothing more than needed ----------------------------------------------------------------------------------------
 async def test_the_worker_uses_every_rule_it_is_granted(cluster: Cluster, sa_worker_process: WorkerProcess,
                                                         temporal_client: Client) -> None:
-    """A tour through every kind of change (clique and PCSG scaling, a breach termination, a forced one, scale-in):
-    each granted (resource, verb) is used at least once, none is refused, none used is missing."""
+    """A tour through every kind of change (PodClique and PCSG spec changes, HPAs created, changed and deleted, a
+    breach termination, a forced one, scale-in): each granted (resource, verb) is used at least once, none is
+    refused, none used is missing."""
 
-    def manifest(frontend: int, sg_replicas: int) -> dict:
+    def manifest(frontend_min: int, sg_delay: str | None, max_replicas: int) -> dict:
+        group = {"name": "sg", "replicas": 2, "minAvailable": 1, "cliqueNames": ["leader"],
+                 "scaleConfig": {"maxReplicas": max_replicas}}
+        if sg_delay:
+            group["terminationDelay"] = sg_delay
         return pcs_manifest("tour", cluster.namespace, replicas=2, termination_delay="3s",
-                            cliques=[clique("frontend", frontend, 1), clique("leader", 1, 1)],
-                            scaling_groups=[{"name": "sg", "replicas": sg_replicas, "minAvailable": 1,
-                                             "cliqueNames": ["leader"]}])
+                            cliques=[clique("frontend", 2, frontend_min), clique("leader", 1, 1)],
+                            scaling_groups=[group])
 
-    cluster.apply(manifest(2, 2))
+    cluster.apply(manifest(1, None, 3))
     wait_for(lambda: cluster.ready_pods(8), timeout=60, what="8 Ready pods")
     replica = Replica(temporal_client, cluster, "tour", 0)
     await replica.wait_phase(Phase.AVAILABLE)
 
-    cluster.patch_pcs("tour", {"spec": {"template": manifest(1, 3)["spec"]["template"]}})  # PCLQ and PCSG specs
-    wait_for(lambda: cluster.ready_pods(8), timeout=60, what="1 frontend + 3 sg replicas per PCS replica")
+    # PodClique spec (minAvailable), PCSG spec (terminationDelay) and HPA (maxReplicas) patched from the template
+    cluster.patch_pcs("tour", {"spec": {"template": manifest(2, "3s", 4)["spec"]["template"]}})
+    wait_for(lambda: ((cluster.pclq("tour-1-frontend") or {})["spec"].get("minAvailable") == 2
+                      and (cluster.kube.get(SCALINGGROUPS, cluster.namespace, "tour-1-sg") or {})["spec"].get(
+                          "terminationDelay") == "3s"
+                      and (cluster.kube.get(HPAS, cluster.namespace, "tour-1-sg") or {})["spec"].get(
+                          "maxReplicas") == 4), timeout=60, what="PodClique, PCSG and HPA specs changed")
     before = cluster.live_pclq_uids()["tour-0-frontend"]
-    cluster.fail_readiness("tour-0-frontend-0")  # breach → PCS-replica termination after 3 s
+    cluster.fail_readiness("tour-0-frontend-0")  # 1 of minAvailable 2 Ready: PCS-replica termination after 3 s
     wait_for(lambda: cluster.live_pclq_uids().get("tour-0-frontend") not in (None, before), timeout=30,
              what="replica 0 terminated and recreated")
     wait_for(lambda: cluster.ready_pods(8), timeout=60, what="replica 0 Ready again")
@@ -160,8 +170,8 @@ async def test_the_worker_uses_every_rule_it_is_granted(cluster: Cluster, sa_wor
     cluster.patch_pcs("tour", {"spec": {"replicas": 1}})  # scale-in: replica 1's objects are deleted
     selector = "grove.io/podcliqueset-replica-index=1"
     wait_for(lambda: not any(cluster.kube.list_items(r, cluster.namespace, label_selector=selector)
-                             for r in (PODCLIQUES, SCALINGGROUPS, PODGANGS, SERVICES, PODS)),
-             timeout=60, what="replica 1 scaled in")
+                             for r in (PODCLIQUES, SCALINGGROUPS, PODGANGS, SERVICES, PODS, HPAS)),
+             timeout=60, what="replica 1 scaled in (its HPA too)")
     wait_for(lambda: cluster.ready_pods(4), timeout=60, what="replica 0 Ready after the forced termination")
 
     # The watcher's leader renews its Lease every 10 s; a quick tour may end before the first renewal.

@@ -1,16 +1,18 @@
-"""S11: PCS replicas 2→3→1 and PCSG replicas 5→6→4 converge to exactly the planned objects (grove.plan is the
-reference); surplus replica workflows complete with phase ScaledIn, surplus objects go, kept objects keep their UIDs."""
+"""S11: PCS replicas 2→3→1 and PCSG replicas 5→6→4 (written through each PCSG's scale subresource, as
+`kubectl scale` or an HPA does: the PCSG owns its count after creation, DESIGN §4.10) converge to exactly the planned
+objects (grove.plan is the reference, with the counts stored on the objects); surplus replica workflows complete
+with phase ScaledIn, surplus objects go, kept objects keep their UIDs."""
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
 
 from temporalio.client import Client
 
-from activities.kubeapi import SERVICES
+from activities.kubeapi import PODCLIQUES, SCALINGGROUPS, SERVICES
 from grove.plan import plan_replica
+from grove.scale import observed_counts
 from grove.validation import parse_pcs
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import (
@@ -34,7 +36,10 @@ def _planned(cluster: Cluster) -> dict[str, set[str]]:
     assert obj is not None
     pcs, problems = parse_pcs(obj)
     assert pcs is not None and not problems, problems
-    plans = [plan_replica(pcs, i) for i in range(pcs.spec.replicas)]
+    groups = [g for g in cluster.kube.list_items(SCALINGGROUPS, cluster.namespace)]
+    pclqs = [p for p in cluster.kube.list_items(PODCLIQUES, cluster.namespace)]
+    counts = observed_counts(groups, pclqs)
+    plans = [plan_replica(pcs, i, counts) for i in range(pcs.spec.replicas)]
     return {
         "PodClique": {p.name for plan in plans for p in plan.pod_cliques},
         "PodCliqueScalingGroup": {g.name for plan in plans for g in plan.scaling_groups},
@@ -89,10 +94,11 @@ def _kept(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str,
     return {k: (v, after[k]) for k, v in before.items() if k in after and after[k] != v}
 
 
-def _with_sg_replicas(manifest: dict, replicas: int) -> dict:
-    groups = copy.deepcopy(manifest["spec"]["template"]["podCliqueScalingGroups"])
-    groups[0]["replicas"] = replicas
-    return {"spec": {"template": {"podCliqueScalingGroups": groups}}}
+def _scale_sg(cluster: Cluster, replicas: int) -> None:
+    """`kubectl scale pcsg scale-<i>-sg --replicas=N` for every PCS replica."""
+    for group in cluster.kube.list_items(SCALINGGROUPS, cluster.namespace):
+        cluster.kube.patch(SCALINGGROUPS, cluster.namespace, group["metadata"]["name"],
+                           {"spec": {"replicas": replicas}}, subresource="scale")
 
 
 async def test_s11_scale_pcs_and_pcsg_replicas_up_and_down(
@@ -112,13 +118,13 @@ async def test_s11_scale_pcs_and_pcsg_replicas_up_and_down(
     await Replica(temporal_client, cluster, PCS, 2).wait_phase(Phase.AVAILABLE)
     inventory = after
 
-    cluster.patch_pcs(PCS, _with_sg_replicas(manifest, 6))
+    _scale_sg(cluster, 6)
     after = _wait_converged(cluster, "PCSG replicas 5→6")
     assert len(cluster.pods()) == 39 and _kept(inventory, after) == {}
     assert {f"{PCS}-{i}-sg-2" for i in range(3)} <= set(cluster.pod_gangs()), "a third scaled gang per replica"
     inventory = after
 
-    cluster.patch_pcs(PCS, _with_sg_replicas(manifest, 4))
+    _scale_sg(cluster, 4)
     after = _wait_converged(cluster, "PCSG replicas 6→4")
     assert len(cluster.pods()) == 27 and _kept(inventory, after) == {}
     assert not any(k.startswith(f"PodClique/{PCS}-{i}-sg-{j}-") for k in after for i in range(3) for j in (4, 5))

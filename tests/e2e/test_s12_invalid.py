@@ -107,18 +107,20 @@ async def test_s12_an_invalid_update_of_a_valid_pcs_changes_nothing_until_fixed(
         status = await replica.status()
         assert status.phase is Phase.INVALID and status.terminations_total == breached.terminations_total == 0
 
-        # Fixed (and the frontend scale-up kept): the replica resumes from where it was.
+        # Fixed: the replica resumes from where it was. The template's frontend replicas 3 seeds only PodCliques
+        # created from now on (DESIGN §4.10, as in Grove): the running frontend keeps its 2 pods.
         fixed = copy.deepcopy(invalid)
         fixed["template"]["cliques"][1]["spec"]["minAvailable"] = 1
         fixed_at = datetime.now(UTC)
         cluster.patch_pcs("upd", {"spec": fixed})
-        wait_for(lambda: cluster.ready_pods(5), timeout=60, what="5 Ready pods after the fix")
+        wait_for(lambda: cluster.ready_pods(4), timeout=60, what="4 Ready pods after the fix")
         status = await replica.wait_phase(Phase.AVAILABLE)
         assert status.problems == () and status.terminations_total == 0
         after = cluster.inventory()
         assert {k: v for k, v in before.items() if after.get(k) != v} == {}, "the running objects were kept"
         wait_for(lambda: _spec_valid(cluster, "upd", "True"), timeout=30, what="SpecValid=True after the fix")
-        print(f"\nS12 fixed spec resumed the replica (5 Ready) {(datetime.now(UTC) - fixed_at).total_seconds():.1f}s "
+        assert (cluster.pclq("upd-0-frontend") or {})["spec"]["replicas"] == 2
+        print(f"\nS12 fixed spec resumed the replica (4 Ready) {(datetime.now(UTC) - fixed_at).total_seconds():.1f}s "
               "after the fix")
         await histories.keep(replica.handle, "s12_invalid_update_then_fixed")
     finally:
