@@ -1,0 +1,83 @@
+"""Issue 13, startup order, end to end with Grove's own sample simple2 (cliqueStartupType Explicit: pca first, pcb
+and pcc after it, pcd after both). The gang is released as a whole; a pod of a later clique starts (its waiting
+init container ends, KWOK's stage plays it Ready) only after every pod of the cliques it starts after is Ready.
+The order is asserted from a pod watch (harness.Timeline); the wait is visible in the status query and the UI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from temporalio.client import Client
+
+from grove import names
+from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, is_gated, is_ready, wait_for
+
+SAMPLE = Path(__file__).resolve().parents[1] / "unit" / "data" / "grove_samples" / "simple2-explicit-startup-order.yaml"
+POOL_LABEL = "grove-temporal.io/e2e-pool"
+
+
+def simple2(namespace: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+    doc["metadata"]["namespace"] = namespace
+    return doc
+
+
+def pods_by_clique(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for pod in cluster.pods():
+        found.setdefault(pod["metadata"]["labels"][names.LABEL_PODCLIQUE], []).append(pod)
+    return found
+
+
+async def test_simple2_starts_in_the_order_its_comments_describe(
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
+        stack: Any) -> None:
+    manifest = simple2(cluster.namespace)
+    # pca may only run on a node pool that does not exist yet: its pods stay unscheduled, so the wait for them is
+    # long enough to look at. kube-scheduler places the others (it does not place a gang all-or-nothing).
+    pca = manifest["spec"]["template"]["cliques"][0]
+    pca["spec"]["podSpec"]["nodeSelector"] = {POOL_LABEL: "startup"}
+    cluster.apply(manifest)
+    replica = Replica(temporal_client, cluster, "simple2")
+
+    def waiting() -> dict[str, list[dict[str, Any]]] | None:
+        pods = pods_by_clique(cluster)
+        later = [p for clique in ("simple2-0-pcb", "simple2-0-pcc", "simple2-0-pcd") for p in pods.get(clique, [])]
+        if len(later) != 6 or any(is_gated(p) or not p["spec"].get("nodeName") for p in later):
+            return None
+        return pods
+
+    pods = wait_for(waiting, timeout=60, what="pcb, pcc, pcd pods released and bound")
+    assert all(not is_gated(p) for p in pods["simple2-0-pca"]), "the whole gang was released together"
+    for pod in pods["simple2-0-pcd"]:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[names.ANNOTATION_STARTUP] == names.STARTUP_WAITING
+        assert annotations[names.ANNOTATION_STARTS_AFTER] == "simple2-0-pcb,simple2-0-pcc"
+        assert pod["spec"]["initContainers"][0]["name"] == names.STARTUP_WAIT_CONTAINER
+    status = await replica.wait(lambda s: bool(s.startup), what="startup order in the status query")
+    assert "simple2-0-pcb waits for simple2-0-pca Ready (0/3)" in status.startup, status.startup
+    assert any(line.startswith("simple2-0-pcd waits for simple2-0-pcb Ready (0/2), simple2-0-pcc Ready (0/2)")
+               for line in status.startup), status.startup
+    assert not any(is_ready(p) for clique in ("simple2-0-pcb", "simple2-0-pcc", "simple2-0-pcd")
+                   for p in pods[clique]), "nothing started before pca is Ready"
+
+    node = stack.add_nodes(1, labels={POOL_LABEL: "startup"})[0]
+    try:
+        wait_for(lambda: cluster.ready_pods(9), timeout=90, what="all 9 pods Ready")
+        ready = {clique: [timeline.of("Pod", p["metadata"]["name"])[-1]["ready"] for p in members]
+                 for clique, members in pods_by_clique(cluster).items()}
+        assert min(ready["simple2-0-pcb"] + ready["simple2-0-pcc"]) >= max(ready["simple2-0-pca"])
+        assert min(ready["simple2-0-pcd"]) >= max(ready["simple2-0-pcb"] + ready["simple2-0-pcc"])
+        print("\nsimple2 Ready after pca's last pod: pcb/pcc "
+              f"{(min(ready['simple2-0-pcb'] + ready['simple2-0-pcc']) - max(ready['simple2-0-pca'])) * 1000:.0f} ms, "
+              f"pcd after pcb/pcc {(min(ready['simple2-0-pcd']) - max(ready['simple2-0-pcb'] + ready['simple2-0-pcc'])) * 1000:.0f} ms")
+        for pod in cluster.pods():
+            annotation = (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_STARTUP)
+            assert annotation in (None, names.STARTUP_RELEASED), pod["metadata"]["name"]
+        started = [e["message"] for e in cluster.events("StartupReleased")]
+        assert any("simple2-0-pcd after simple2-0-pcb, simple2-0-pcc Ready" in m for m in started), started
+        await replica.wait(lambda s: not s.startup, what="no startup order pending")
+    finally:
+        stack.lose_node(node)
