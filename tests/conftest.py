@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
     from temporalio.client import Client
 
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 TESTS_DIR = Path(__file__).resolve().parent
 STACK_TEST_DIRS = (TESTS_DIR / "integration", TESTS_DIR / "e2e", TESTS_DIR / "bench", TESTS_DIR / "faults")
@@ -46,7 +46,7 @@ def stack() -> Iterator[LocalStack]:
     Torn down at the end of the session whatever happened; atexit and the SIGTERM hook are the backstop when the
     session itself is killed, and the next start reaps what a SIGKILLed session left.
     """
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.stack import LocalStack, StackOptions
 
     local_stack = LocalStack(StackOptions(nodes=3))
     try:
@@ -69,7 +69,7 @@ def kube(stack: LocalStack) -> Iterator[ApiClient]:
 @pytest.fixture(scope="session")
 def crds(kube: ApiClient) -> list[str]:
     """Every CRD under deploy/crds/, applied and Established; returns their names."""
-    from worker.localstack.crds import apply_crds
+    from localstack.crds import apply_crds
 
     return apply_crds(kube)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bench.runner import run_scenario
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
 

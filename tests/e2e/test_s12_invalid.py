@@ -21,7 +21,7 @@ from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, is_ready,
 from workflows.messages import Phase, ReplicaOutcome
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 POOL_LABEL = "grove-temporal.io/e2e-pool"
 

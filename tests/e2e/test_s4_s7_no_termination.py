@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client
 
+from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, is_ready, pcs_manifest, wait_for
-from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from workflows.messages import Phase
 
 BREACHED = "MinAvailableBreached"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, RbacAuthorizationV1Api
 
+from localstack.stack import LocalStack
 from tests import deploykit
-from worker.localstack.stack import LocalStack
 
 
 def test_server_side_dry_run_of_the_kustomization_passes(stack: LocalStack, crds: list[str]) -> None:
@@ -107,8 +107,8 @@ def test_the_compose_setup_job_registers_namespace_and_search_attributes(stack: 
     """deploy/compose/temporal-setup.sh against a real Temporal server (the stack's, with the cached `temporal` CLI
     in place of the admin-tools image's): a new namespace gets every search attribute the workflows set; a second
     run changes nothing and succeeds."""
-    from worker.localstack.binaries import path_of
-    from worker.localstack.temporal import SEARCH_ATTRIBUTES
+    from localstack.binaries import path_of
+    from localstack.temporal import SEARCH_ATTRIBUTES
 
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "temporal").symlink_to(path_of("temporal"))

@@ -15,14 +15,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from localstack.kwok import MANAGED_NODE_LABEL
+from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from tests.integration.stack_proof_workflows import SignalThenTimerWorkflow
-from worker.localstack.kwok import MANAGED_NODE_LABEL
-from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 GATE = "grove.io/podgang-pending-creation"
 

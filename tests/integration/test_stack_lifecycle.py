@@ -20,22 +20,22 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from localstack import rundirs
+from localstack.binaries import path_of
+from localstack.processes import ProcessRegistry, cmdline_of, pid_alive
+from localstack.temporal import TemporalDevServer
 from tests.integration.stack_proof_workflows import GrowHistoryWorkflow
-from worker.localstack import rundirs
-from worker.localstack.binaries import path_of
-from worker.localstack.processes import ProcessRegistry, cmdline_of, pid_alive
-from worker.localstack.temporal import TemporalDevServer
 from workflows.ids import reconciler_workflow_id
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 OWNER_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.stack import LocalStack, StackOptions
     stack = LocalStack(StackOptions(kubernetes=False, headless_ui=True)).start()
     print(stack.run_dir, stack.components["temporal"].process.pid, flush=True)
     time.sleep(600)
@@ -155,7 +155,7 @@ async def test_a_second_temporal_server_takes_dynamic_config(stack: LocalStack) 
 FULL_OWNER_SCRIPT = textwrap.dedent(
     """
     import json, time
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.stack import LocalStack, StackOptions
     stack = LocalStack(StackOptions(nodes=1, headless_ui=True)).start()
     pids = {name: c.process.pid for name, c in stack.components.items() if c.process is not None}
     print(json.dumps(pids), flush=True)

@@ -22,7 +22,7 @@ from worker.watcher import Nudger, Watcher
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 
 def _pcs(name: str) -> dict[str, object]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.localstack import binaries
-from worker.localstack.binaries import BINARIES, BinaryUnavailableError
+from localstack import binaries
+from localstack.binaries import BINARIES, BinaryUnavailableError
 
 
 def _fake_binary(tmp_path: Path, name: str) -> Path:

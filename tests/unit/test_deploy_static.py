@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from localstack.temporal import SEARCH_ATTRIBUTES
 from worker.config import WorkerSettings
-from worker.localstack.temporal import SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -69,14 +68,16 @@ def test_runtime_stage_runs_as_non_root_and_carries_no_sources(stages: list[list
     assert copies and all(c.startswith("--from=builder ") for c in copies), "only the builder's virtualenv"
 
 
-def test_builder_copies_every_package_the_wheel_is_made_of(stages: list[list[tuple[str, str]]]) -> None:
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = {p.parent.name for p in REPO.glob("*/__init__.py")
-                if any(re.fullmatch(pat.replace("*", ".*"), p.parent.name) for pat in patterns)}
+PRODUCT = {"grove", "workflows", "activities", "worker"}
+DEV_ROOMS = {"localstack", "bench", "faults"}
+
+
+def test_builder_copies_the_product_and_no_development_room(stages: list[list[tuple[str, str]]]) -> None:
     copied = {source for kw, args in stages[0] if kw == "COPY" for source in args.split()[:-1]}
-    assert packages and packages <= copied
+    assert copied >= PRODUCT and not DEV_ROOMS & copied
     assert {"pyproject.toml", "README.md"} <= copied  # the build reads both (README is the long description)
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
+    assert {f"!{room}/**" for room in PRODUCT} <= set(ignore) and not {f"!{room}/**" for room in DEV_ROOMS} & set(ignore)
 
 
 # --- Kubernetes manifests ----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.localstack.supervisor import Supervisor
+from localstack.supervisor import Supervisor
 
 
 @dataclass

@@ -10,8 +10,8 @@ import json
 import urllib.request
 from pathlib import Path
 
-from worker.localstack.processes import ManagedProcess, ProcessRegistry
-from worker.localstack.readiness import LOOPBACK, free_port, http_status, port_accepts, wait_until
+from localstack.processes import ManagedProcess, ProcessRegistry
+from localstack.readiness import LOOPBACK, free_port, http_status, port_accepts, wait_until
 
 # Registered at start so workflows can upsert them at once and the UI can filter by them (DESIGN §6 "UI").
 SEARCH_ATTRIBUTES: dict[str, str] = {

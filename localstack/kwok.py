@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.localstack.kwok_stages import STAGES_YAML
-from worker.localstack.processes import ManagedProcess, ProcessRegistry
-from worker.localstack.readiness import LOOPBACK, free_port, http_status, wait_until
+from localstack.kwok_stages import STAGES_YAML
+from localstack.processes import ManagedProcess, ProcessRegistry
+from localstack.readiness import LOOPBACK, free_port, http_status, wait_until
 
 # KWOK manages exactly the nodes carrying this label; removing it is how a node "goes silent" (kubelet gone).
 MANAGED_NODE_LABEL = "grove-temporal.io/kwok-node"

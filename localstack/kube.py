@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worker.localstack.etcd import Etcd
-from worker.localstack.kubeconfig import KubeUser, write_kubeconfig
-from worker.localstack.pki import FRONT_PROXY_CLIENT, ControlPlanePki
-from worker.localstack.processes import ManagedProcess, ProcessRegistry
-from worker.localstack.readiness import LOOPBACK, free_port, http_status, wait_until
+from localstack.etcd import Etcd
+from localstack.kubeconfig import KubeUser, write_kubeconfig
+from localstack.pki import FRONT_PROXY_CLIENT, ControlPlanePki
+from localstack.processes import ManagedProcess, ProcessRegistry
+from localstack.readiness import LOOPBACK, free_port, http_status, wait_until
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"

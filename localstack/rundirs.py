@@ -12,14 +12,10 @@ import shutil
 import time
 from pathlib import Path
 
-from worker.localstack.processes import STATE_FILE, ProcessRegistry, StackStartError, pid_alive
+from localstack.processes import STATE_FILE, ProcessRegistry, StackStartError, pid_alive
+from worker.ops import runs_root
 
 KEEP_FINISHED_RUNS = 5
-
-
-def runs_root() -> Path:
-    base = os.environ.get("GROVE_TEMPORAL_STATE_DIR")
-    return Path(base) if base else Path.home() / ".cache" / "grove-temporal" / "runs"
 
 
 def process_start_time(pid: int) -> int | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worker.localstack.processes import ManagedProcess, ProcessRegistry
-from worker.localstack.readiness import LOOPBACK, free_port, http_status, wait_until
+from localstack.processes import ManagedProcess, ProcessRegistry
+from localstack.readiness import LOOPBACK, free_port, http_status, wait_until
 
 
 class Etcd:

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from worker.localstack.binaries import Binary, Installed, Log, install, staging_dir
+from localstack.binaries import Binary, Installed, Log, install, staging_dir
 
 PROBE_TIMEOUT_SECONDS = 3.0
 READ_TIMEOUT_SECONDS = 30.0

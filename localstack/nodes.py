@@ -7,8 +7,8 @@ import time
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from worker.localstack.kwok import MANAGED_NODE_LABEL, NodeShape
-from worker.localstack.processes import StackStartError
+from localstack.kwok import MANAGED_NODE_LABEL, NodeShape
+from localstack.processes import StackStartError
 
 
 def node_ip(index: int) -> str:

@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from worker.localstack.processes import ManagedProcess, StackStartError, log_tail
+from localstack.processes import ManagedProcess, StackStartError, log_tail
 
 LOOPBACK = "127.0.0.1"
 

@@ -276,7 +276,7 @@ def ensure(
     names: Iterable[str] | None = None, log: Log = stderr_log, allow_download: bool = True
 ) -> list[Installed]:
     """Make every named binary (default: all) available in the cache and say how each was obtained."""
-    from worker.localstack import gobuild, release_download
+    from localstack import gobuild, release_download
 
     wanted = [BINARIES[n] for n in (names or BINARIES)]
     root = bin_dir()

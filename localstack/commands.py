@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from worker.localstack.processes import ManagedProcess
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.processes import ManagedProcess
+    from localstack.stack import LocalStack, StackOptions
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SAMPLE = REPO / "examples" / "gang-termination.yaml"
 WORKER_DRAIN_SECONDS = 25.0  # longer than the worker's own graceful shutdown (20 s)
 
@@ -26,7 +26,7 @@ def binaries_command(
     no_download: Annotated[bool, typer.Option(help="Skip official releases; build from Go modules.")] = False,
 ) -> None:
     """Provide every pinned binary (cache, else official release, else Go build) and show where each came from."""
-    from worker.localstack import binaries
+    from localstack import binaries
 
     started = time.monotonic()
     try:
@@ -51,8 +51,8 @@ def stack_options(
     temporal_db: Path | None = None,
     run_dir: Path | None = None,
 ) -> StackOptions:
-    from worker.localstack.kwok import NodeShape
-    from worker.localstack.stack import StackOptions
+    from localstack.kwok import NodeShape
+    from localstack.stack import StackOptions
 
     shape = NodeShape(cpu=node_cpu, memory=node_memory, pods=node_pods, gpus=node_gpus)
     return StackOptions(nodes=nodes, node_shape=shape, temporal_db_file=temporal_db, run_dir=run_dir)
@@ -60,7 +60,7 @@ def stack_options(
 
 def start_stack(options: StackOptions) -> LocalStack:
     """Start the local stack (reusable by commands that run more on top of it) and print how to reach it."""
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
     stack = LocalStack(options).start()
     typer.echo(describe_stack(stack))
@@ -82,7 +82,7 @@ def describe_stack(stack: LocalStack) -> str:
 
 def wait_until_interrupted(stack: LocalStack, worker: ManagedProcess | None = None) -> None:
     """Block until Ctrl-C, restarting any component (or the worker) that dies meanwhile, with a backoff."""
-    from worker.localstack.supervisor import Supervised, Supervisor
+    from localstack.supervisor import Supervised, Supervisor
 
     def processes() -> dict[str, Supervised]:
         found: dict[str, Supervised] = {name: c.process for name, c in stack.components.items()}
@@ -111,7 +111,7 @@ def current_run_file() -> Path:
 
 def start_worker(stack: LocalStack) -> ManagedProcess:
     """CRDs in, then `grove-temporal worker` as a child process with its log beside the stack's."""
-    from worker.localstack.crds import apply_crds
+    from localstack.crds import apply_crds
 
     api = stack.kube_client()
     try:
@@ -224,15 +224,15 @@ def run_command(
     for path in samples:
         if not path.is_file():
             raise typer.BadParameter(f"no such file: {path}", param_hint="'--sample'")
-    from worker.localstack.binaries import BinaryUnavailableError
-    from worker.localstack.processes import StackStartError
+    from localstack.binaries import BinaryUnavailableError
+    from localstack.processes import StackStartError
 
     if temporal_in_memory and temporal_db is not None:
         raise typer.BadParameter("--temporal-db and --temporal-in-memory exclude each other",
                                  param_hint="'--temporal-in-memory'")
     if not temporal_in_memory and temporal_db is None:
         # On disk by default: a Temporal that dies and is started again keeps every workflow, timer and signal.
-        from worker.localstack.rundirs import new_run_dir
+        from localstack.rundirs import new_run_dir
 
         run_dir = run_dir or new_run_dir()
         temporal_db = run_dir / "temporal.db"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 
 def stack_bench_command(
@@ -19,7 +19,7 @@ def stack_bench_command(
     ] = False,
 ) -> None:
     """Print the local stack's figures: warm start and stop time, idle memory (RSS), optionally node-loss time."""
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.stack import LocalStack, StackOptions
 
     for round_ in range(1, rounds + 1):
         stack = LocalStack(StackOptions(nodes=3), log=lambda _: None)

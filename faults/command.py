@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def register(app: typer.Typer) -> None:

@@ -23,7 +23,7 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
-from worker.localstack.binaries import (
+from localstack.binaries import (
     Binary,
     BinaryUnavailableError,
     Installed,

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # Which options each scenario takes (defaults live with the scenario, in bench/).
 ACCEPTS = {
     "b1": {"replicas", "interval", "profile"},

@@ -25,10 +25,10 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
-from worker.localstack import binaries, pki, rundirs
-from worker.localstack.binaries import Log, stderr_log
-from worker.localstack.etcd import Etcd
-from worker.localstack.kube import (
+from localstack import binaries, pki, rundirs
+from localstack.binaries import Log, stderr_log
+from localstack.etcd import Etcd
+from localstack.kube import (
     ADMIN,
     CONTROLLER_MANAGER,
     KWOK,
@@ -37,11 +37,11 @@ from worker.localstack.kube import (
     ControllerManager,
     Scheduler,
 )
-from worker.localstack.kubeconfig import KubeUser, write_kubeconfig, write_token_file
-from worker.localstack.kwok import Kwok, NodeShape
-from worker.localstack.processes import ManagedProcess, ProcessRegistry, StackStartError, stop_all
-from worker.localstack.readiness import wait_until
-from worker.localstack.temporal import TemporalDevServer
+from localstack.kubeconfig import KubeUser, write_kubeconfig, write_token_file
+from localstack.kwok import Kwok, NodeShape
+from localstack.processes import ManagedProcess, ProcessRegistry, StackStartError, stop_all
+from localstack.readiness import wait_until
+from localstack.temporal import TemporalDevServer
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -181,7 +181,7 @@ class LocalStack:
         self.timings[name] = time.monotonic() - began
 
     def _start_kubernetes(self, paths: dict[str, Path], registry: ProcessRegistry) -> None:
-        from worker.localstack.nodes import create_nodes, wait_nodes_ready
+        from localstack.nodes import create_nodes, wait_nodes_ready
 
         run_dir = self.run_dir
         certs = pki.generate(run_dir / "pki")
@@ -353,7 +353,7 @@ class LocalStack:
         """Create `count` more fake nodes and wait until KWOK reports them Ready."""
         from kubernetes.client import CoreV1Api
 
-        from worker.localstack.nodes import create_nodes, wait_nodes_ready
+        from localstack.nodes import create_nodes, wait_nodes_ready
 
         names = self._next_node_names(count)
         with self.kube_client() as api:
@@ -366,7 +366,7 @@ class LocalStack:
         """The machine behind `name` dies and the cloud removes the Node (see nodes.lose_node for timing)."""
         from kubernetes.client import CoreV1Api
 
-        from worker.localstack.nodes import lose_node
+        from localstack.nodes import lose_node
 
         with self.kube_client() as api:
             lose_node(CoreV1Api(api), name)

@@ -10,7 +10,7 @@ import yaml
 from kubernetes.client import ApiClient, ApiextensionsV1Api, V1CustomResourceDefinition
 from kubernetes.client.exceptions import ApiException
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CRD_DIR = REPO_ROOT / "deploy" / "crds"
 
 
