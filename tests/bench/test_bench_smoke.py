@@ -13,7 +13,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from bench.runner import run_scenario
+
+pytestmark = pytest.mark.stack  # starts real stack components of its own
 
 if TYPE_CHECKING:
     from localstack.stack import LocalStack

@@ -24,8 +24,10 @@ from localstack import rundirs
 from localstack.binaries import path_of
 from localstack.processes import ProcessRegistry, cmdline_of, pid_alive
 from localstack.temporal import TemporalDevServer
-from tests.integration.stack_proof_workflows import GrowHistoryWorkflow
+from tests.localstack.stack_proof_workflows import GrowHistoryWorkflow
 from workflows.ids import reconciler_workflow_id
+
+pytestmark = pytest.mark.stack  # starts real stack components of its own
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 from hypothesis import given, settings
-from strategies import valid_pcs
 
 from grove import names
 from grove.models import PodCliqueSet
 from grove.plan import InvalidPodCliqueSet, plan_document, plan_replica, scaled_release_after, topology_for
 from grove.validation import validate_pcs
+from tests.grove.strategies import valid_pcs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -28,7 +28,7 @@ DELAY_S = 20
 LATE_MARGIN_S = 5
 
 
-async def test_s9_a_worker_killed_during_the_delay_terminates_at_the_original_deadline_exactly_once(
+async def test_a_worker_killed_during_the_delay_terminates_at_the_original_deadline_exactly_once(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
         histories: Histories) -> None:
     cluster.apply(pcs_manifest("crash", cluster.namespace, termination_delay=f"{DELAY_S}s",
@@ -72,7 +72,7 @@ async def test_s9_a_worker_killed_during_the_delay_terminates_at_the_original_de
     await histories.keep(replica.handle, "s9_crash_during_delay")
 
 
-async def test_s9_was_available_survives_a_worker_crash(
+async def test_was_available_survives_a_worker_crash(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, histories: Histories) -> None:
     delay_s = 4
     cluster.apply(pcs_manifest("sticky", cluster.namespace, termination_delay=f"{delay_s}s",

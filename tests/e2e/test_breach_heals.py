@@ -14,7 +14,7 @@ from workflows.messages import Phase
 DELAY_S = 6
 
 
-async def test_s8_a_healed_breach_cancels_its_deadline_and_a_new_breach_starts_a_new_one(
+async def test_a_healed_breach_cancels_its_deadline_and_a_new_breach_starts_a_new_one(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
         histories: Histories) -> None:
     cluster.apply(pcs_manifest("heal", cluster.namespace, termination_delay=f"{DELAY_S}s",

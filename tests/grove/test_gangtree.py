@@ -10,7 +10,6 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import valid_pcs
 
 from grove.gangtree import (
     GangNode,
@@ -26,6 +25,7 @@ from grove.gangtree import (
 from grove.models import KaiPodGroup, PodCliqueSet
 from grove.plan import plan_replica
 from grove.validation import validate_podgroup
+from tests.grove.strategies import valid_pcs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PREFILL = PodCliqueSet.model_validate(yaml.safe_load((EXAMPLES / "prefill-scaling.yaml").read_text()))

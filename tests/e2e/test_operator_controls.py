@@ -22,7 +22,7 @@ def _comparable(status: ReplicaStatus) -> dict:
     return status.model_dump(exclude={"observed_at"})
 
 
-async def test_s10_pause_resume_and_force_terminate(
+async def test_pause_resume_and_force_terminate(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
         histories: Histories) -> None:
     cluster.apply(pcs_manifest(

@@ -95,7 +95,7 @@ def _with_sg_replicas(manifest: dict, replicas: int) -> dict:
     return {"spec": {"template": {"podCliqueScalingGroups": groups}}}
 
 
-async def test_s11_scale_pcs_and_pcsg_replicas_up_and_down(
+async def test_scale_pcs_and_pcsg_replicas_up_and_down(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, histories: Histories) -> None:
     manifest = pcs_manifest(
         PCS, cluster.namespace, replicas=2,

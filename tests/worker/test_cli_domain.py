@@ -13,7 +13,7 @@ from worker.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "grove" / "data"
 runner = CliRunner(env={"COLUMNS": "200"})
 
 

@@ -31,7 +31,7 @@ def _spec_valid(cluster: Cluster, pcs: str, status: str) -> dict | None:
     return condition if condition is not None and condition["status"] == status else None
 
 
-async def test_s12_an_invalid_pcs_gets_a_condition_and_an_event_and_no_objects(
+async def test_an_invalid_pcs_gets_a_condition_and_an_event_and_no_objects(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, histories: Histories) -> None:
     bad = pcs_manifest("bad", cluster.namespace, cliques=[clique("frontend", 2, 3), clique("worker", 1, 1)],
                        scaling_groups=[{"name": "sg", "replicas": 1, "minAvailable": 1, "terminationDelay": "5s",
@@ -53,7 +53,7 @@ async def test_s12_an_invalid_pcs_gets_a_condition_and_an_event_and_no_objects(
     await histories.keep(replica.handle, "s12_invalid_pcs")
 
 
-async def test_s12_an_invalid_update_of_a_valid_pcs_changes_nothing_until_fixed(
+async def test_an_invalid_update_of_a_valid_pcs_changes_nothing_until_fixed(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, stack: LocalStack,
         histories: Histories) -> None:
     delay_s = 3
@@ -125,7 +125,7 @@ async def test_s12_an_invalid_update_of_a_valid_pcs_changes_nothing_until_fixed(
         stack.lose_node(node)
 
 
-async def test_s12_an_invalid_update_that_also_scales_in_deletes_nothing(
+async def test_an_invalid_update_that_also_scales_in_deletes_nothing(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
     """An invalid update whose spec.replicas also shrinks (or is dropped) must not scale in: the count comes from a
     spec that failed validation. Once valid, a PCS without spec.replicas wants the default, one replica."""

@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from localstack.kwok import MANAGED_NODE_LABEL
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
-from tests.integration.stack_proof_workflows import SignalThenTimerWorkflow
+from tests.localstack.stack_proof_workflows import SignalThenTimerWorkflow
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

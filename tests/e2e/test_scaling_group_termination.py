@@ -92,7 +92,7 @@ async def _terminate_pcsg_replica(cluster: Cluster, replica: Replica, timeline: 
     return breached
 
 
-async def test_s5_one_pcsg_replica_breached_is_recreated_alone_after_the_pcsg_delay(
+async def test_one_pcsg_replica_breached_is_recreated_alone_after_the_pcsg_delay(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
         histories: Histories) -> None:
     # prefill: replicas 3, minAvailable 2 → PCSG replicas 0 and 1 in the base gang, replica 2 in scaled gang s5-0-prefill-0
@@ -127,7 +127,7 @@ async def test_s5_one_pcsg_replica_breached_is_recreated_alone_after_the_pcsg_de
     await histories.keep(replica.handle, "s5_pcsg_replica_termination")
 
 
-async def test_s6_pcsg_breached_as_a_whole_terminates_the_pcs_replica_after_the_pcsg_delay(
+async def test_pcsg_breached_as_a_whole_terminates_the_pcs_replica_after_the_pcsg_delay(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
         histories: Histories) -> None:
     # prefill: replicas 2, minAvailable 2 → one broken PCSG replica breaches the PCSG as a whole.

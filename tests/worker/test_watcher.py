@@ -16,7 +16,7 @@ from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube
 from grove import names
-from tests.integration.stack_proof_workflows import NudgeCountWorkflow
+from tests.localstack.stack_proof_workflows import NudgeCountWorkflow
 from worker.watcher import Nudger, Watcher
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """deploy/ on the real kube-apiserver: `kubectl apply --dry-run=server -k deploy/` passes (Pod Security
 "restricted" included), a real apply creates what the worker needs, and docker-compose.yml is checked by
 `docker compose config` where a docker client with the compose plugin exists. The image is not built: there is no
-container engine here (tests/unit/test_deploy_static.py checks the Dockerfile's shape instead)."""
+container engine here (tests/deploy/test_deploy_static.py checks the Dockerfile's shape instead)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, RbacAuthorization
 
 from localstack.stack import LocalStack
 from tests import deploykit
+
+pytestmark = pytest.mark.stack  # starts real stack components of its own
 
 
 def test_server_side_dry_run_of_the_kustomization_passes(stack: LocalStack, crds: list[str]) -> None:
@@ -70,7 +72,7 @@ def test_apply_creates_the_service_account_its_rbac_and_an_idle_deployment(
 def test_the_builder_stage_inputs_make_a_wheel_with_the_entrypoint(tmp_path: Path) -> None:
     """What the Dockerfile's builder stage does, minus the container: build the wheel from exactly the paths it
     COPYs, and find the console script its ENTRYPOINT runs."""
-    from tests.unit.test_deploy_static import dockerfile_stages
+    from tests.deploy.test_deploy_static import dockerfile_stages
 
     builder = dockerfile_stages((deploykit.DEPLOY / "Dockerfile").read_text())[0]
     src = tmp_path / "src"

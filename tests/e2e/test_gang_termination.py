@@ -9,6 +9,6 @@ from tests.e2e import scenarios
 from tests.e2e.harness import Cluster, WorkerProcess
 
 
-async def test_s3_standalone_breach_terminates_and_recreates_the_replica(
+async def test_standalone_breach_terminates_and_recreates_the_replica(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
     await scenarios.s3_standalone_breach_terminates_and_recreates_the_replica(cluster, temporal_client)

@@ -8,7 +8,7 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("grove", "workflows", "activities", "worker")
 DEV_ROOMS = ("localstack", "bench", "faults")
 ROOMS = PRODUCT + DEV_ROOMS

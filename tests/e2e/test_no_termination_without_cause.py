@@ -25,7 +25,7 @@ def _breach_condition(cluster: Cluster, pclq: str, status: str) -> dict | None:
     return condition if condition is not None and condition["status"] == status else None
 
 
-async def test_s4_without_termination_delay_a_breach_is_mirrored_and_nothing_is_deleted(
+async def test_without_termination_delay_a_breach_is_mirrored_and_nothing_is_deleted(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, histories: Histories) -> None:
     cluster.apply(pcs_manifest("nodelay", cluster.namespace, cliques=[clique("frontend", 2, 2), clique("api", 2, 1)]))
     wait_for(lambda: cluster.ready_pods(4), timeout=60, what="4 Ready pods")
@@ -58,7 +58,7 @@ async def test_s4_without_termination_delay_a_breach_is_mirrored_and_nothing_is_
     await histories.keep(replica.handle, "s4_breach_without_termination_delay")
 
 
-async def test_s7_a_podclique_that_never_reached_min_available_is_never_terminated(
+async def test_a_podclique_that_never_reached_min_available_is_never_terminated(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, histories: Histories) -> None:
     delay_s = 3
     # Every worker pod starts with a failing readiness probe (the clique template's annotation reaches the pods).

@@ -10,13 +10,13 @@ from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Timeline, WorkerProcess, describe, wait_for
 
 
-async def test_s1_standalone_cliques_form_the_base_gang(cluster: Cluster, worker_process: WorkerProcess,
+async def test_standalone_cliques_form_the_base_gang(cluster: Cluster, worker_process: WorkerProcess,
                                                         temporal_client: Client, histories: Histories) -> None:
     handle = await scenarios.s1_standalone_cliques_form_the_base_gang(cluster, temporal_client)
     await histories.keep(handle, "s1_start_to_available")
 
 
-async def test_s2_scaled_gangs_wait_for_the_base_gang(cluster: Cluster, worker_process: WorkerProcess,
+async def test_scaled_gangs_wait_for_the_base_gang(cluster: Cluster, worker_process: WorkerProcess,
                                                       timeline: Timeline) -> None:
     scenarios.s2_scaled_gangs_wait_for_the_base_gang(cluster)
     # The order as the pod watch delivered it (one stream, in resourceVersion order, millisecond clock): every
@@ -34,6 +34,6 @@ async def test_s2_scaled_gangs_wait_for_the_base_gang(cluster: Cluster, worker_p
              what="PodCliqueSet status.availableReplicas == 1")
 
 
-async def test_s2_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(
+async def test_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(
         cluster: Cluster, worker_process: WorkerProcess) -> None:
     scenarios.s2_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(cluster)
