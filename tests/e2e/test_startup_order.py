@@ -14,7 +14,7 @@ from temporalio.client import Client
 from grove import names
 from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, is_gated, is_ready, wait_for
 
-SAMPLE = Path(__file__).resolve().parents[1] / "unit" / "data" / "grove_samples" / "simple2-explicit-startup-order.yaml"
+SAMPLE = Path(__file__).resolve().parents[1] / "grove" / "data" / "grove_samples" / "simple2-explicit-startup-order.yaml"
 POOL_LABEL = "grove-temporal.io/e2e-pool"
 
 
