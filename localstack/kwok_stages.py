@@ -6,6 +6,10 @@ are mutually exclusive:
 node-ready             a new node becomes Ready (capacity and addresses, set when the stack created it, stay as is)
 node-status-refresh    a Ready node re-posts its status every ~5 minutes, like kubelet's status report (liveness
                        itself is the node Lease, which kwok renews)
+pod-startup-waiting    a bound, Pending pod annotated `grove-temporal.io/startup: Waiting` (startup order, DESIGN
+                       §4.10) stays Pending in its first init container (Initialized=False, Ready=False), as the
+                       real wait container does until the workflow marks the pod Released; then pod-running-ready
+                       (or pod-running-not-ready) plays it
 pod-running-ready      a bound, Pending pod becomes Running with every container started and ready
 pod-running-not-ready  a bound, Pending pod annotated `grove-temporal.io/fake-readiness: fail` (e.g. through its
                        template) becomes Running with its containers started but never ready, as when the readiness
@@ -20,6 +24,8 @@ pod-deleted            a pod with a deletionTimestamp is removed, as a kubelet d
 """
 
 from __future__ import annotations
+
+from grove.names import ANNOTATION_STARTUP, STARTUP_WAITING
 
 FAKE_READINESS_ANNOTATION = "grove-temporal.io/fake-readiness"
 FAKE_READINESS_FAIL = "fail"
@@ -92,12 +98,58 @@ spec:
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
+  name: pod-startup-waiting
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchAnnotations: {'@STARTUP@': '@WAITING@'}
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Pending]}
+    - {key: '@INITIALIZED@', operator: NotIn, values: ['False']}
+  steps:
+  - patch:
+      subresource: status
+      root: status
+      type: strategic
+      template: |
+        {{ $now := Now }}
+        phase: Pending
+        startTime: {{ $now | Quote }}
+        conditions:
+        - {type: Initialized, status: "False", reason: ContainersNotInitialized,
+           message: "waiting for its startup order", lastTransitionTime: {{ $now | Quote }}}
+        - {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
+        - {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
+        initContainerStatuses:
+        {{ range .spec.initContainers }}
+        - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, restartCount: 0,
+           state: {running: {startedAt: {{ $now | Quote }}}}}
+        {{ end }}
+        containerStatuses:
+        {{ range .spec.containers }}
+        - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: false, restartCount: 0,
+           state: {waiting: {reason: PodInitializing}}}
+        {{ end }}
+        {{ with NodeIPWith .spec.nodeName }}
+        hostIP: {{ . | Quote }}
+        hostIPs: [{ip: {{ . | Quote }}}]
+        {{ end }}
+        {{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+        podIP: {{ . | Quote }}
+        podIPs: [{ip: {{ . | Quote }}}]
+        {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
   name: pod-running-ready
 spec:
   resourceRef: {apiGroup: v1, kind: Pod}
   selector:
     matchExpressions:
     - {key: '.metadata.annotations["@ANNOTATION@"]', operator: NotIn, values: ['@FAIL@']}
+    - {key: '.metadata.annotations["@STARTUP@"]', operator: NotIn, values: ['@WAITING@']}
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Pending]}
     - {key: '@READY@', operator: NotIn, values: ['True']}
@@ -150,6 +202,7 @@ spec:
   selector:
     matchAnnotations: {'@ANNOTATION@': '@FAIL@'}
     matchExpressions:
+    - {key: '.metadata.annotations["@STARTUP@"]', operator: NotIn, values: ['@WAITING@']}
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Pending]}
   steps:
@@ -256,4 +309,7 @@ STAGES_YAML = (
     _TEMPLATE.replace("@READY@", '.status.conditions.[] | select( .type == "Ready" ) | .status')
     .replace("@ANNOTATION@", FAKE_READINESS_ANNOTATION)
     .replace("@FAIL@", FAKE_READINESS_FAIL)
+    .replace("@INITIALIZED@", '.status.conditions.[] | select( .type == "Initialized" ) | .status')
+    .replace("@STARTUP@", ANNOTATION_STARTUP)
+    .replace("@WAITING@", STARTUP_WAITING)
 )
