@@ -17,9 +17,10 @@ from pathlib import Path
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from activities.kubeapi import PODS, Kube, Resource
+from activities.kubeapi import PODCLIQUES, PODS, SCALINGGROUPS, Kube, KubeError, Resource
 from faults import schedule
 from faults.schedule import Step
+from grove.names import KIND_PODCLIQUESCALINGGROUP
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from localstack.processes import ManagedProcess
 from localstack.stack import LocalStack
@@ -45,6 +46,7 @@ class Injector:
     log: Callable[[str], None]
     faults: Counter[str] = field(default_factory=Counter)
     readiness: Counter[str] = field(default_factory=Counter)
+    scales: Counter[str] = field(default_factory=Counter)
     outages: list[dict[str, float | bool | str]] = field(default_factory=list)
     lost_nodes: list[str] = field(default_factory=list)
 
@@ -61,6 +63,9 @@ class Injector:
             assert step.pod is not None
             await asyncio.to_thread(self.set_readiness, step.pod, step.action == schedule.BREAK)
             return
+        if step.action == schedule.SCALE:
+            await self.scale(step)
+            return
         self.faults[step.action] += 1
         if step.action == schedule.WORKER_KILL:
             await asyncio.to_thread(self.worker.kill)
@@ -74,6 +79,28 @@ class Injector:
             await self.apiserver_outage(step)
         elif step.action == schedule.NODE_LOSS:
             await asyncio.to_thread(self.node_loss, step.pick)
+
+    async def scale(self, step: Step) -> None:
+        """Write the scale subresource as an HPA does, retried through kube-apiserver outages (up to 90 s): the
+        count back to the template's must land, or the settled check would compare with the wrong plan. A target
+        that is not there (deleted by a gang termination) is skipped: it comes back with the template's count."""
+        assert step.target is not None
+        kind, name = step.target
+        resource = SCALINGGROUPS if kind == KIND_PODCLIQUESCALINGGROUP else PODCLIQUES
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                await asyncio.to_thread(self.kube.patch, resource, self.namespace, name,
+                                        {"spec": {"replicas": step.replicas}}, subresource="scale")
+                self.scales[kind] += 1
+                return
+            except KubeError as exc:
+                if exc.not_found:
+                    self.scales["skipped (target not there)"] += 1
+                    return
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(1.0)
 
     def set_readiness(self, pod: str, failing: bool) -> None:
         value = FAKE_READINESS_FAIL if failing else None

@@ -150,7 +150,8 @@ class FaultRun:
             injector = Injector(stack, self.kube, self.namespace, worker, self._deadline_pending, self.log)
             self.injector = injector
             self.breakable = self._breakable_pods()
-            planner = schedule.Planner(self.rng, self.breakable, self._pods_of("slow"), self.options.settings)
+            planner = schedule.Planner(self.rng, self.breakable, self._pods_of("slow"), self.options.settings,
+                                       scalable=self._scalable())
             for index in range(1, self.options.rounds + 1):
                 await self._revive_components(stack, index)
                 steps = planner.plan_round()
@@ -230,6 +231,17 @@ class FaultRun:
     def _pods_of(self, pcs: str) -> list[str]:
         return sorted(pod for (name, _), plan in self.workload.plans.items() if name == pcs
                       for pclq in plan.pod_cliques for pod in pclq.pod_names)
+
+    def _scalable(self) -> tuple[tuple[str, str, int], ...]:
+        """What an HPA may scale (issue 13): the PCSGs and standalone PodCliques of schedulable, unpaused PCSes."""
+        found: list[tuple[str, str, int]] = []
+        for (name, _), plan in sorted(self.workload.plans.items()):
+            pcs = self.workload.by_name(name)
+            if not pcs.schedulable or pcs.paused:
+                continue
+            found += [("PodCliqueScalingGroup", g.name, g.replicas) for g in plan.scaling_groups]
+            found += [("PodClique", p.name, p.replicas) for p in plan.standalone()]
+        return tuple(found)
 
     def _breakable_pods(self) -> dict[str, list[str]]:
         return {p.name: self._pods_of(p.name) for p in self.workload.pcses if p.breakable}
@@ -456,6 +468,7 @@ class FaultRun:
             "faults": dict(sorted(self.injector.faults.items())),
             "faults_total": sum(self.injector.faults.values()),
             "readiness_changes": dict(self.injector.readiness),
+            "hpa_scale_writes": dict(sorted(self.injector.scales.items())),
             "apiserver_outages": self.injector.outages,
             "lost_nodes": self.injector.lost_nodes,
             "stack_component_exits": self.component_exits,
@@ -500,6 +513,8 @@ def render(results: dict[str, Any]) -> str:
         "faults injected: " + ", ".join(f"{k} {v}" for k, v in results["faults"].items())
         + f" (total {results['faults_total']})",
         "readiness changes: " + ", ".join(f"{k} {v}" for k, v in results["readiness_changes"].items()),
+        "HPA-style scale writes: " + (", ".join(f"{k} {v}" for k, v in results["hpa_scale_writes"].items())
+                                      or "none"),
         f"apiserver outages with a deadline pending: "
         f"{sum(1 for o in results['apiserver_outages'] if o['deadline_pending'])}/{len(results['apiserver_outages'])}",
         f"terminations checked: {results['terminations_checked']} "

@@ -20,6 +20,9 @@ FAULT_KINDS = (NODE_LOSS, WORKER_KILL, TEMPORAL_RESTART, APISERVER_OUTAGE)
 
 BREAK = "break"
 HEAL = "heal"
+# What an HPA does to a scale subresource (DESIGN §4.10): up for a burst, then back to the template's count within
+# the round, so every settled check still compares with the template's plan.
+SCALE = "hpa-scale"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class Settings:
     apiserver_down_seconds: tuple[float, float] = (5.0, 30.0)
     # how long a flapping pod stays NotReady, per PCS: shorter than its delay, so the breach heals in time (mostly)
     flap_hold_seconds: dict[str, tuple[float, float]] = field(default_factory=lambda: {"slow": (1.0, 8.0)})
+    scale_probability: float = 0.5  # a round also scales one PCSG or PodClique up and back (SCALE)
+    scale_hold_seconds: tuple[float, float] = (2.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,15 @@ class Step:
     candidates: tuple[str, ...] = ()  # apiserver-outage: pods to break first (the first Ready one) for a deadline
     seconds: float = 0.0  # how long the component stays down (worker, Temporal, kube-apiserver)
     pick: float = 0.0  # node-loss: which of the candidate nodes, as a fraction
+    target: tuple[str, str] | None = None  # hpa-scale: (kind, object name)
+    replicas: int = 0  # hpa-scale: the count written to the scale subresource
 
     def describe(self) -> str:
         parts = [f"{self.at:5.1f}s {self.action}"]
         if self.pod:
             parts.append(self.pod)
+        if self.target:
+            parts.append(f"{self.target[0]}/{self.target[1]} → {self.replicas}")
         if self.seconds:
             parts.append(f"{self.seconds:.1f}s")
         return " ".join(parts)
@@ -59,6 +68,7 @@ class Planner:
     breakable: dict[str, list[str]]  # PCS -> its pod names that may be made to fail readiness
     deadline_pods: list[str]  # pods whose breach keeps a deadline pending for a while (the `slow` PCS)
     settings: Settings = field(default_factory=Settings)
+    scalable: tuple[tuple[str, str, int], ...] = ()  # (kind, object name, template count) an HPA may scale
     broken: set[str] = field(default_factory=set)  # what this planner has broken and not yet healed
     _cycle: list[str] = field(default_factory=list)
 
@@ -105,4 +115,10 @@ class Planner:
                 steps.append(Step(at + hold, HEAL, pod=pod))
             else:
                 self.broken.add(pod)
+        if self.scalable and rng.random() < s.scale_probability:
+            kind, name, template = self.scalable[rng.randrange(len(self.scalable))]
+            up = rng.uniform(0.0, window / 2)
+            back = min(up + rng.uniform(*s.scale_hold_seconds), window)
+            steps.append(Step(up, SCALE, target=(kind, name), replicas=template + rng.randint(1, 2)))
+            steps.append(Step(back, SCALE, target=(kind, name), replicas=template))
         return sorted(steps, key=lambda step: step.at)

@@ -299,6 +299,22 @@ def test_rounds_are_repeatable_from_the_seed_and_every_kind_comes_in_the_first_f
     assert kinds == set(schedule.FAULT_KINDS)
 
 
+def test_hpa_style_scale_steps_go_up_and_come_back_to_the_template_count_within_the_round() -> None:
+    targets = (("PodCliqueScalingGroup", "pcsg-0-prefill", 3), ("PodClique", "avail-0-api", 2))
+    plans = schedule.Planner(random.Random(3), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"], scalable=targets)
+    seen = 0
+    for _ in range(20):
+        steps = [s for s in plans.plan_round() if s.action == schedule.SCALE]
+        if not steps:
+            continue
+        seen += 1
+        up, back = steps
+        template = {name: count for _, name, count in targets}[up.target[1]]  # type: ignore[index]
+        assert up.target == back.target and up.at <= back.at <= plans.settings.round_seconds
+        assert template < up.replicas <= template + 2 and back.replicas == template
+    assert 5 <= seen <= 15, seen
+
+
 async def test_replayable_flags_a_history_that_does_not_replay_and_passes_one_that_does() -> None:
     from tests import histories
 
