@@ -332,8 +332,10 @@ class _Materialiser:
                 if created is not None:
                     existing[group.name] = created
             elif not terminating(current) and _spec_differs(current, body):
+                # resourceVersion: a scale write that landed since our read makes this a conflict (the activity is
+                # retried on a fresh read), never a lost update of the count the PCSG owns (grove.scale).
                 existing[group.name] = self.kube.patch(SCALINGGROUPS, self.namespace, group.name,
-                                                       {"spec": body["spec"]})
+                                                       {"metadata": _version_of(current), "spec": body["spec"]})
                 self.updated.append(f"PodCliqueScalingGroup/{group.name}")
         for name, obj in existing.items():
             if (name not in planned and ours(obj) and not terminating(obj)
@@ -370,7 +372,8 @@ class _Materialiser:
                 if spec.get("replicas") != pclq.replicas or spec.get("minAvailable") != pclq.min_available:
                     self.view.pclqs[pclq.name] = self.kube.patch(
                         PODCLIQUES, self.namespace, pclq.name,
-                        {"spec": {"replicas": pclq.replicas, "minAvailable": pclq.min_available}},
+                        {"metadata": _version_of(current),
+                         "spec": {"replicas": pclq.replicas, "minAvailable": pclq.min_available}},
                     )
                     self.updated.append(f"PodClique/{pclq.name}")
         groups = _our_scaling_groups((self.view.pcsgs or {}).values(), self.ref)
@@ -449,6 +452,12 @@ class _Materialiser:
                     and self.kube.delete(PODGANGS, self.namespace, name, uid=uid_of(obj))):
                 self.deleted.append(f"PodGang/{name}")
                 obj.setdefault("metadata", {})["deletionTimestamp"] = "pending"
+
+
+def _version_of(obj: JSON) -> JSON:
+    """A patch precondition: the object must still be the version we read (409 Conflict otherwise)."""
+    version = obj.get("metadata", {}).get("resourceVersion")
+    return {"resourceVersion": version} if version else {}
 
 
 def _spec_differs(current: JSON, desired: JSON) -> bool:

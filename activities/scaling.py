@@ -92,7 +92,9 @@ def sync_autoscalers(kube: Kube, pcs_obj: JSON) -> list[str]:
                 kube.create(HPAS, namespace, body)
                 changed.append(f"created HorizontalPodAutoscaler/{hpa_name}")
             elif not terminating(current) and controller_uid(current) == uid and hpa_differs(current, body):
-                kube.patch(HPAS, namespace, hpa_name, {"spec": body["spec"]})
+                spec = dict(body["spec"])
+                spec.setdefault("metrics", None)  # metrics dropped from the config: back to the HPA's default
+                kube.patch(HPAS, namespace, hpa_name, {"spec": spec})
                 changed.append(f"updated HorizontalPodAutoscaler/{hpa_name}")
         except KubeError as exc:
             if not exc.conflict:

@@ -183,7 +183,7 @@ def decide_starts(topology: ReplicaTopology, states: Mapping[str, CliqueStartupS
         parents = unit.starts_after
         blocked = tuple(p for p in parents if not all_ready(replicas.get(p, 1), states.get(p)))
         state = states.get(unit.name)
-        if blocked:
+        if blocked and (state is None or state.waiting):  # started pods are not held back by a later failure
             waiting[unit.name] = blocked
         elif state is not None and state.waiting:
             release[unit.name] = state.waiting
