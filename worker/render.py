@@ -57,6 +57,8 @@ def statuses(items: Sequence[ReplicaStatus]) -> None:
             console.print(f"  [yellow]problem:[/yellow] {problem}")
         if status.waiting_for:
             console.print(f"  base gang waiting for: {', '.join(status.waiting_for)}")
+        for line in status.startup:
+            console.print(f"  startup order: {line}")
         table = Table("PODCLIQUE", "READY/MIN", "SCHEDULED", "GATED", "WAS AVAILABLE", "BREACHED", "REASON",
                       box=None, pad_edge=False)
         for c in status.cliques:
