@@ -18,8 +18,9 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import events
-from activities.kubeapi import JSON, PODCLIQUESETS, Kube, KubeError
+from activities.kubeapi import JSON, PODCLIQUESETS, Kube
 from activities.scaling import sync_day2
+from activities.status import write_pcs_condition
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from grove.validation import parse_pcs, validate_pcs
@@ -139,22 +140,8 @@ class ReconcileActivities:
         message = "; ".join(problems)[:1000] if problems else "the spec passed validation"
         if current.get("status") == want_status and current.get("message") == message:
             return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        condition = {
-            "type": names.CONDITION_SPEC_VALID,
-            "status": want_status,
-            "reason": names.REASON_INVALID if problems else names.REASON_VALID,
-            "message": message,
-            "lastTransitionTime": current.get("lastTransitionTime") if current.get("status") == want_status else now,
-            "observedGeneration": meta.get("generation"),
-        }
-        others = [c for c in status.get("conditions") or [] if c.get("type") != names.CONDITION_SPEC_VALID]
-        try:
-            self.kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"],
-                            {"status": {"conditions": [*others, condition]}}, subresource="status")
-        except KubeError as exc:
-            if not exc.not_found:
-                raise
+        write_pcs_condition(self.kube, obj, names.CONDITION_SPEC_VALID, want_status,
+                            names.REASON_INVALID if problems else names.REASON_VALID, message)
         if problems:
             log.warning("PodCliqueSet %s/%s is invalid: %s", meta["namespace"], meta["name"], message)
             events.record_for_pcs(self.kube, meta["namespace"], meta["name"], meta["uid"], "InvalidSpec",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -18,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from activities import events
 from activities.fanout import fan_out
 from activities.kubeapi import HPAS, JSON, PODCLIQUESETS, PODS, Kube, KubeError
+from activities.status import write_pcs_condition
 from activities.view import controller_uid, name_of, ours, terminating, uid_of
 from grove import manifests, names
 from grove.autoscaling import hpa_differs, hpa_manifests
@@ -129,24 +129,8 @@ def mirror_unsupported(kube: Kube, pcs_obj: JSON) -> None:
     fresh = kube.get(PODCLIQUESETS, meta["namespace"], meta["name"])
     if fresh is None or uid_of(fresh) != meta.get("uid"):
         return
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    had = _condition(fresh, names.CONDITION_UNSUPPORTED_FIELDS)
-    condition = {
-        "type": names.CONDITION_UNSUPPORTED_FIELDS,
-        "status": want,
-        "reason": names.REASON_UNSUPPORTED_FIELDS if found else names.REASON_ALL_FIELDS_SUPPORTED,
-        "message": message,
-        "lastTransitionTime": had.get("lastTransitionTime") if had.get("status") == want else now,
-        "observedGeneration": fresh["metadata"].get("generation"),
-    }
-    others = [c for c in (fresh.get("status") or {}).get("conditions") or []
-              if c.get("type") != names.CONDITION_UNSUPPORTED_FIELDS]
-    try:
-        kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"], {"status": {"conditions": [*others, condition]}},
-                   subresource="status")
-    except KubeError as exc:
-        if not exc.not_found:
-            raise
+    write_pcs_condition(kube, fresh, names.CONDITION_UNSUPPORTED_FIELDS, want,
+                        names.REASON_UNSUPPORTED_FIELDS if found else names.REASON_ALL_FIELDS_SUPPORTED, message)
     if found:
         log.warning("PodCliqueSet %s/%s sets fields grove-temporal does not act on: %s", meta["namespace"],
                     meta["name"], message)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from activities.fanout import fan_out
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError
 from activities.view import uid_of
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
@@ -110,6 +110,30 @@ def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
         return False
     kube.patch(PODCLIQUESETS, namespace, pcs, {"status": figures}, subresource="status")
     return True
+
+
+def write_pcs_condition(kube: Kube, obj: JSON, kind: str, status: str, reason: str, message: str) -> None:
+    """Set one condition on a PCS's status, keeping the others of `obj` (as read) and the transition time while the
+    status stays the same. A PCS deleted meanwhile is not an error."""
+    meta = obj["metadata"]
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    had: JSON = next((c for c in conditions if c.get("type") == kind), {})
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": had.get("lastTransitionTime") if had.get("status") == status else now,
+        "observedGeneration": meta.get("generation"),
+    }
+    others = [c for c in conditions if c.get("type") != kind]
+    try:
+        kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"], {"status": {"conditions": [*others, condition]}},
+                   subresource="status")
+    except KubeError as exc:
+        if not exc.not_found:
+            raise
 
 
 def _selector(pcs: str, item: ObjectStatusMirror) -> dict[str, str]:

@@ -198,12 +198,12 @@ def drift(view: ClusterView, plan: ReplicaPlan) -> list[str]:
     """Actionable differences between the cluster and the plan (things still terminating are waited for)."""
     found: list[str] = []
     if view.pcsgs is not None:  # a count below minAvailable is written back (grove.scale)
-        for group in plan.scaling_groups:
-            obj = view.pcsgs.get(group.name)
-            if obj is None:
-                found.append(f"missing PodCliqueScalingGroup {group.name}")
-            elif not terminating(obj) and (obj.get("spec") or {}).get("replicas") != group.replicas:
-                found.append(f"PodCliqueScalingGroup {group.name} replicas differ")
+        for sg in plan.scaling_groups:
+            pcsg = view.pcsgs.get(sg.name)
+            if pcsg is None:
+                found.append(f"missing PodCliqueScalingGroup {sg.name}")
+            elif not terminating(pcsg) and (pcsg.get("spec") or {}).get("replicas") != sg.replicas:
+                found.append(f"PodCliqueScalingGroup {sg.name} replicas differ")
     planned_pclqs = {p.name: p for p in plan.pod_cliques}
     for name, expected in planned_pclqs.items():
         pclq = view.pclqs.get(name)

@@ -131,14 +131,7 @@ spec:
         - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: false, restartCount: 0,
            state: {waiting: {reason: PodInitializing}}}
         {{ end }}
-        {{ with NodeIPWith .spec.nodeName }}
-        hostIP: {{ . | Quote }}
-        hostIPs: [{ip: {{ . | Quote }}}]
-        {{ end }}
-        {{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
-        podIP: {{ . | Quote }}
-        podIPs: [{ip: {{ . | Quote }}}]
-        {{ end }}
+        @POD_ADDRESSES@
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -184,14 +177,7 @@ spec:
            state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}}
         {{ end }}
         {{ end }}
-        {{ with NodeIPWith .spec.nodeName }}
-        hostIP: {{ . | Quote }}
-        hostIPs: [{ip: {{ . | Quote }}}]
-        {{ end }}
-        {{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
-        podIP: {{ . | Quote }}
-        podIPs: [{ip: {{ . | Quote }}}]
-        {{ end }}
+        @POD_ADDRESSES@
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -225,14 +211,7 @@ spec:
         - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: true, restartCount: 0,
            state: {running: {startedAt: {{ $now | Quote }}}}}
         {{ end }}
-        {{ with NodeIPWith .spec.nodeName }}
-        hostIP: {{ . | Quote }}
-        hostIPs: [{ip: {{ . | Quote }}}]
-        {{ end }}
-        {{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
-        podIP: {{ . | Quote }}
-        podIPs: [{ip: {{ . | Quote }}}]
-        {{ end }}
+        @POD_ADDRESSES@
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -305,8 +284,19 @@ spec:
   - delete: true
 """
 
+# What a kubelet reports once a pod has a sandbox on its node: the node's and the pod's addresses.
+_POD_ADDRESSES = """{{ with NodeIPWith .spec.nodeName }}
+        hostIP: {{ . | Quote }}
+        hostIPs: [{ip: {{ . | Quote }}}]
+        {{ end }}
+        {{ with PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+        podIP: {{ . | Quote }}
+        podIPs: [{ip: {{ . | Quote }}}]
+        {{ end }}"""
+
 STAGES_YAML = (
-    _TEMPLATE.replace("@READY@", '.status.conditions.[] | select( .type == "Ready" ) | .status')
+    _TEMPLATE.replace("@POD_ADDRESSES@", _POD_ADDRESSES)
+    .replace("@READY@", '.status.conditions.[] | select( .type == "Ready" ) | .status')
     .replace("@ANNOTATION@", FAKE_READINESS_ANNOTATION)
     .replace("@FAIL@", FAKE_READINESS_FAIL)
     .replace("@INITIALIZED@", '.status.conditions.[] | select( .type == "Initialized" ) | .status')
