@@ -9,7 +9,7 @@ import time
 
 from temporalio.client import Client
 
-from activities.kubeapi import HPAS, JSON, PODCLIQUES, SCALINGGROUPS
+from activities.kubeapi import HPAS, JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS
 from grove import names
 from tests.e2e.harness import (
     Cluster,
@@ -188,3 +188,31 @@ async def test_hpas_follow_the_config_and_the_hpa_controller_scales_the_pcsg(
     wait_for(lambda: hpa(cluster, "auto-1-sg") is None, timeout=30, what="replica 1's HPA removed on scale-in")
     assert hpa(cluster, "auto-0-sg") is not None
     assert any(e.get("reason") == "AutoscalersSynced" for e in cluster.events())
+
+
+async def test_grove_fields_not_implemented_get_a_condition_and_an_event_and_the_rest_runs(
+        cluster: Cluster, worker_process: WorkerProcess) -> None:
+    manifest = pcs_manifest("unsup", cluster.namespace, cliques=[clique("app", 1, 1)])
+    template = manifest["spec"]["template"]
+    template["topologyConstraint"] = {"pack": {"required": "rack"}}
+    template["cliques"][0]["resourceSharing"] = [{"name": "gpu", "scope": "PerReplica"}]
+    template["priorityClassName"] = ""
+    cluster.apply(manifest)
+    wait_for(lambda: cluster.ready_pods(1), timeout=60, what="the pod runs")
+    condition = wait_for(lambda: cluster.condition("pcs", "unsup", names.CONDITION_UNSUPPORTED_FIELDS), timeout=30,
+                         what="UnsupportedFields condition")
+    assert condition["status"] == "True" and condition["reason"] == names.REASON_UNSUPPORTED_FIELDS
+    assert "spec.template.topologyConstraint: not implemented" in condition["message"]
+    assert "spec.template.cliques[0].resourceSharing: not implemented" in condition["message"]
+    events = wait_for(lambda: cluster.events("UnsupportedFields"), timeout=10, what="UnsupportedFields Event")
+    assert events[0]["type"] == "Warning" and "spec.template.topologyConstraint" in events[0]["message"]
+    stored = cluster.pcs("unsup") or {}
+    assert stored["spec"]["template"]["topologyConstraint"] == {"pack": {"required": "rack"}}, "kept as written"
+
+    del template["topologyConstraint"], template["cliques"][0]["resourceSharing"]
+    cluster.kube.patch(PODCLIQUESETS, cluster.namespace, "unsup",
+                       [{"op": "remove", "path": "/spec/template/topologyConstraint"},
+                        {"op": "remove", "path": "/spec/template/cliques/0/resourceSharing"}],
+                       content_type="application/json-patch+json")
+    wait_for(lambda: (cluster.condition("pcs", "unsup", names.CONDITION_UNSUPPORTED_FIELDS) or {}).get("status")
+             == "False", timeout=30, what="UnsupportedFields=False once the fields are gone")
