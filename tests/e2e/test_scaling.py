@@ -209,7 +209,6 @@ async def test_grove_fields_not_implemented_get_a_condition_and_an_event_and_the
     stored = cluster.pcs("unsup") or {}
     assert stored["spec"]["template"]["topologyConstraint"] == {"pack": {"required": "rack"}}, "kept as written"
 
-    del template["topologyConstraint"], template["cliques"][0]["resourceSharing"]
     cluster.kube.patch(PODCLIQUESETS, cluster.namespace, "unsup",
                        [{"op": "remove", "path": "/spec/template/topologyConstraint"},
                         {"op": "remove", "path": "/spec/template/cliques/0/resourceSharing"}],
