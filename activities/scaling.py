@@ -16,9 +16,20 @@ from temporalio.exceptions import ApplicationError
 
 from activities import events
 from activities.fanout import fan_out
-from activities.kubeapi import HPAS, JSON, PODCLIQUESETS, PODS, Kube, KubeError
+from activities.kubeapi import (
+    HPAS,
+    JSON,
+    PODCLIQUESETS,
+    PODS,
+    Kube,
+    KubeError,
+    controller_uid,
+    name_of,
+    ours,
+    terminating,
+    uid_of,
+)
 from activities.status import write_pcs_condition
-from activities.view import controller_uid, name_of, ours, terminating, uid_of
 from grove import manifests, names
 from grove.autoscaling import hpa_differs, hpa_manifests
 from grove.fields import unsupported_fields
@@ -27,6 +38,7 @@ from grove.plan import ReplicaPlan, plan_replica
 from grove.scale import ObservedCounts, clamped
 from grove.startup import startup_warnings
 from grove.validation import parse_pcs, warnings_for
+from workflows.contract import RELEASE_STARTUP
 from workflows.messages import ReplicaRef, StartupRequest, StartupResult
 
 log = logging.getLogger(__name__)
@@ -81,8 +93,7 @@ def sync_autoscalers(kube: Kube, pcs_obj: JSON) -> list[str]:
     for index in range(pcs.spec.replicas):
         for body in hpa_manifests(pcs, plan_replica(pcs, index), owner=owner):
             desired[body["metadata"]["name"]] = body
-    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={name}," \
-               f"{names.LABEL_COMPONENT}={names.COMPONENT_HPA}"
+    selector = f"{names.pcs_selector(name)},{names.LABEL_COMPONENT}={names.COMPONENT_HPA}"
     existing = {name_of(h): h for h in kube.list_items(HPAS, namespace, label_selector=selector)}
     changed: list[str] = []
     for hpa_name, body in desired.items():
@@ -147,7 +158,7 @@ class StartupActivities:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    @activity.defn(name="release_startup")
+    @activity.defn(name=RELEASE_STARTUP)
     def release_startup(self, request: StartupRequest) -> StartupResult:
         """Mark waiting pods Released: their init container sees it through the downward API and lets them start."""
 

@@ -72,21 +72,16 @@ def clamped(counts: ObservedCounts, planned: Mapping[str, int]) -> list[str]:
 
 
 # --- selectors (the scale subresource's selectorpath: what an HPA reads its pod metrics from) --------------------
-def _selector(pcs: str, **labels: str) -> str:
-    pairs = {names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_PART_OF: pcs, **labels}
-    return ",".join(f"{key}={value}" for key, value in pairs.items())
-
-
 def podclique_selector(pcs: str, pclq: str) -> str:
     """PodClique status.hpaPodSelector: exactly its pods."""
-    return _selector(pcs, **{names.LABEL_PODCLIQUE: pclq})
+    return f"{names.pcs_selector(pcs)},{names.LABEL_PODCLIQUE}={pclq}"
 
 
 def scaling_group_selector(pcs: str, pcsg: str) -> str:
     """PodCliqueScalingGroup status.selector: the pods of all its replicas."""
-    return _selector(pcs, **{names.LABEL_PCSG: pcsg})
+    return f"{names.pcs_selector(pcs)},{names.LABEL_PCSG}={pcsg}"
 
 
 def podcliqueset_selector(pcs: str) -> str:
     """PodCliqueSet status.hpaPodSelector: every pod of every replica."""
-    return _selector(pcs)
+    return names.pcs_selector(pcs)
