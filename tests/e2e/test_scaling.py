@@ -11,6 +11,7 @@ from temporalio.client import Client
 
 from activities.kubeapi import HPAS, JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS
 from grove import names
+from tests.e2e.conftest import Histories
 from tests.e2e.harness import (
     Cluster,
     Replica,
@@ -59,7 +60,8 @@ def sg_manifest(cluster: Cluster, name: str, *, sg_replicas: int = 3, scale_conf
 
 
 async def test_a_pcsg_scaled_through_the_scale_subresource_gets_and_loses_scaled_gangs(
-        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline) -> None:
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
+        histories: Histories) -> None:
     cluster.apply(sg_manifest(cluster, "sc"))
     wait_for(lambda: cluster.ready_pods(1 + 3 * 3), timeout=90, what="router + 3 sg replicas Ready")
     await Replica(temporal_client, cluster, "sc").wait_phase(Phase.AVAILABLE)
@@ -108,6 +110,7 @@ async def test_a_pcsg_scaled_through_the_scale_subresource_gets_and_loses_scaled
     assert events and "below its minAvailable; kept at 2" in events[-1]["message"], events
     status = await Replica(temporal_client, cluster, "sc").status()
     assert status.terminations_total == 0
+    await histories.keep(Replica(temporal_client, cluster, "sc").handle, "pcsg_scale_subresource")
 
 
 async def test_a_podclique_scaled_through_the_scale_subresource_keeps_its_count(

@@ -12,6 +12,7 @@ import yaml
 from temporalio.client import Client
 
 from grove import names
+from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, is_gated, is_ready, wait_for
 
 SAMPLE = Path(__file__).resolve().parents[1] / "grove" / "data" / "grove_samples" / "simple2-explicit-startup-order.yaml"
@@ -33,7 +34,7 @@ def pods_by_clique(cluster: Cluster) -> dict[str, list[dict[str, Any]]]:
 
 async def test_simple2_starts_in_the_order_its_comments_describe(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
-        stack: Any) -> None:
+        stack: Any, histories: Histories) -> None:
     manifest = simple2(cluster.namespace)
     # pca may only run on a node pool that does not exist yet: its pods stay unscheduled, so the wait for them is
     # long enough to look at. kube-scheduler places the others (it does not place a gang all-or-nothing).
@@ -79,5 +80,6 @@ async def test_simple2_starts_in_the_order_its_comments_describe(
         started = [e["message"] for e in cluster.events("StartupReleased")]
         assert any("simple2-0-pcd after simple2-0-pcb, simple2-0-pcc Ready" in m for m in started), started
         await replica.wait(lambda s: not s.startup, what="no startup order pending")
+        await histories.keep(replica.handle, "startup_order_simple2")
     finally:
         stack.lose_node(node)

@@ -3,7 +3,7 @@ replays against today's workflow code without a non-determinism error.
 
 The fixture set must keep covering the paths that matter for determinism: a plain start to Available, a PCS-replica
 and a PCSG-replica gang termination, pause/resume, a force-terminate update, both sides of a continue-as-new, a
-scale-in to completion, and the reconciler.
+scale-in to completion, the reconciler, and pods started in their startup order.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 
 from tests.histories import FIXTURES, load, replayer
-from workflows.contract import RELEASE_GATES, REPLICA_WORKFLOW
+from workflows.contract import RELEASE_GATES, RELEASE_STARTUP, REPLICA_WORKFLOW
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -70,6 +70,7 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "scale-in to completion": lambda h: any(map(_has("workflow_execution_completed_event_attributes"), h.events))
     and "delete_replica" in _activities(h),
     "reconciler": lambda h: _workflow_type(h) == "ReconcilerWorkflow",
+    "startup order": lambda h: RELEASE_STARTUP in _activities(h),
 }
 
 
