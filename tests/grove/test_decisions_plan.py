@@ -110,3 +110,11 @@ def test_times_are_utc_to_the_second_unless_finer() -> None:
 def test_forced_termination_needs_an_aware_time() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         forced_termination(TOPOLOGY, NOW.replace(tzinfo=None), "x")
+
+
+def test_a_pod_is_releasable_only_while_gated_by_us_and_referenced_by_its_gang() -> None:
+    from grove.release import releasable
+
+    assert releasable(True, "p-0-a-0", {"p-0-a-0", "p-0-a-1"})
+    assert not releasable(True, "p-0-a-2", {"p-0-a-0"}), "not yet in podReferences"
+    assert not releasable(False, "p-0-a-0", {"p-0-a-0"}), "our gate is already gone"
