@@ -31,6 +31,7 @@ from grove import names
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
+from grove.release import releasable as releasable_pod
 from grove.scale import ObservedCounts, observed_counts
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
@@ -147,7 +148,7 @@ def clique_states(view: ClusterView) -> dict[str, CliqueState]:
             if (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_STARTUP) == names.STARTUP_WAITING:
                 waiting[name_of(pod)] = uid_of(pod)
             gang = (pod["metadata"].get("labels") or {}).get(names.LABEL_PODGANG, "")
-            if pod_gated(pod) and name_of(pod) in references.get(gang, ()):
+            if releasable_pod(pod_gated(pod), name_of(pod), references.get(gang, ())):
                 releasable[name_of(pod)] = uid_of(pod)
         states[name] = CliqueState(
             uid=uid_of(pclq),
