@@ -7,9 +7,11 @@ node-ready             a new node becomes Ready (capacity and addresses, set whe
 node-status-refresh    a Ready node re-posts its status every ~5 minutes, like kubelet's status report (liveness
                        itself is the node Lease, which kwok renews)
 pod-startup-waiting    a bound, Pending pod annotated `grove-temporal.io/startup: Waiting` (startup order, DESIGN
-                       §4.10) stays Pending in its first init container (Initialized=False, Ready=False), as the
-                       real wait container does until the workflow marks the pod Released; then pod-running-ready
-                       (or pod-running-not-ready) plays it
+                       §4.10) stays Pending, Initialized=False and Ready=False, as in its waiting init container,
+                       until the workflow marks it Released; then pod-running-ready (or pod-running-not-ready)
+                       plays it. No container statuses and no pod IP are reported meanwhile: the strategic merge of
+                       the later stage would keep a `waiting` state beside its `running` one, and a second pod IP,
+                       both of which the apiserver refuses
 pod-running-ready      a bound, Pending pod becomes Running with every container started and ready
 pod-running-not-ready  a bound, Pending pod annotated `grove-temporal.io/fake-readiness: fail` (e.g. through its
                        template) becomes Running with its containers started but never ready, as when the readiness
@@ -121,17 +123,6 @@ spec:
            message: "waiting for its startup order", lastTransitionTime: {{ $now | Quote }}}
         - {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
         - {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
-        initContainerStatuses:
-        {{ range .spec.initContainers }}
-        - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, restartCount: 0,
-           state: {running: {startedAt: {{ $now | Quote }}}}}
-        {{ end }}
-        containerStatuses:
-        {{ range .spec.containers }}
-        - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: false, restartCount: 0,
-           state: {waiting: {reason: PodInitializing}}}
-        {{ end }}
-        @POD_ADDRESSES@
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage

@@ -66,7 +66,15 @@ async def test_simple2_starts_in_the_order_its_comments_describe(
 
     node = stack.add_nodes(1, labels={POOL_LABEL: "startup"})[0]
     try:
-        wait_for(lambda: cluster.ready_pods(9), timeout=90, what="all 9 pods Ready")
+        try:
+            wait_for(lambda: cluster.ready_pods(9), timeout=90, what="all 9 pods Ready")
+        except AssertionError:
+            for pod in cluster.pods():
+                print(pod["metadata"]["name"], pod["spec"].get("nodeName"), (pod.get("status") or {}).get("phase"),
+                      (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_STARTUP),
+                      [(c["type"], c["status"]) for c in (pod.get("status") or {}).get("conditions") or []])
+            print((await replica.status()).startup)
+            raise
         ready = {clique: [timeline.of("Pod", p["metadata"]["name"])[-1]["ready"] for p in members]
                  for clique, members in pods_by_clique(cluster).items()}
         assert min(ready["simple2-0-pcb"] + ready["simple2-0-pcc"]) >= max(ready["simple2-0-pca"])
