@@ -158,6 +158,12 @@ async def test_the_worker_uses_every_rule_it_is_granted(cluster: Cluster, sa_wor
                           "terminationDelay") == "3s"
                       and (cluster.kube.get(HPAS, cluster.namespace, "tour-1-sg") or {})["spec"].get(
                           "maxReplicas") == 4), timeout=60, what="PodClique, PCSG and HPA specs changed")
+    # A PodClique scaled out and back through its scale subresource (kubectl scale, an HPA): pods created, deleted.
+    for count in (3, 2):
+        cluster.kube.patch(PODCLIQUES, cluster.namespace, "tour-1-frontend", {"spec": {"replicas": count}},
+                           subresource="scale")
+        wait_for(lambda n=count: len(cluster.pods_of("tour-1-frontend")) == n and cluster.ready_pods(6 + n),
+                 timeout=60, what=f"tour-1-frontend at {count} pods")
     before = cluster.live_pclq_uids()["tour-0-frontend"]
     cluster.fail_readiness("tour-0-frontend-0")  # 1 of minAvailable 2 Ready: PCS-replica termination after 3 s
     wait_for(lambda: cluster.live_pclq_uids().get("tour-0-frontend") not in (None, before), timeout=30,
