@@ -130,7 +130,9 @@ def _target(call: TerminateCall) -> tuple[str, str | None, int | None]:
 
 def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: dict[ReplicaKey, int],
                  events: list[JSON], pcs_uids: dict[str, str], pclqs: dict[str, PclqRecord],
-                 paused: set[ReplicaKey], settled: bool) -> Findings:
+                 paused: set[ReplicaKey], settled: bool, planned: set[str] | None = None) -> Findings:
+    """`planned`: the PodClique names of the plans (the template's counts). A PodClique outside them exists only
+    because an HPA-style scale-up made it, and the scale-in back to the template removes it: not a termination."""
     found = Findings()
     for key, digest in digests.items():
         calls = digest.terminations
@@ -169,6 +171,9 @@ def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: 
         for record in pclqs.values():
             if record.ours and _labels_key(record.labels) == key and record.deleting_seen is not None:
                 found.counts["pclq_deletions_seen"] += 1
+                if planned is not None and record.name not in planned:
+                    found.counts["pclq_scaled_in_seen"] += 1
+                    continue
                 if record.uid not in named:
                     found.violate(EXACTLY_ONCE, f"unexplained/{record.uid}", f"{key}: PodClique {record.name} "
                                   f"({record.uid}) was deleted but no terminate_gang named it")

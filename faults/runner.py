@@ -379,7 +379,8 @@ class FaultRun:
         breaches = invariants.live_breaches(live, plans, uids, self.in_scope, pod_events)
         found = Findings()
         found.merge(invariants.never_early(digests, pclqs))
-        found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled))
+        planned = {pclq.name for plan in plans.values() for pclq in plan.pod_cliques}
+        found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled, planned))
         found.merge(invariants.scaled_gates(pod_events, plans))
         found.merge(invariants.objects_match(live, plans, uids, index))
         found.merge(invariants.none_missing(breaches, digests, delays, time.time(), self.options.missing_grace))

@@ -131,6 +131,16 @@ def test_a_podclique_deleted_without_a_termination_naming_it_fails() -> None:
     assert exactly(call(1, 3.0), pclqs={"uid-x": stray}) == ["unexplained"]
 
 
+def test_a_podclique_outside_the_plan_is_an_hpa_scale_in_not_an_unexplained_deletion() -> None:
+    extra = pclq("uid-e", name="avail-0-sg-4-worker", deleted=at(3), seen=at(3).timestamp())
+    stray = pclq("uid-x", deleted=at(3), seen=at(3).timestamp())
+    found = invariants.exactly_once(digest(call(1, 3.0)), {KEY: 1}, [], {"avail": "pcs-uid"},
+                                    {"uid-e": extra, "uid-x": stray}, set(), settled=True,
+                                    planned={"avail-0-frontend"})
+    assert [v.key.split("/")[0] for v in found.violations] == ["unexplained"]  # only the planned one
+    assert found.counts["pclq_scaled_in_seen"] == 1
+
+
 def test_a_paused_replica_is_never_terminated_and_the_count_must_match_the_history() -> None:
     assert exactly(call(1, 3.0), paused=True) == ["paused"]
     assert exactly(call(1, 3.0), total=2) == ["total"]

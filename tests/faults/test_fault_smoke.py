@@ -22,7 +22,7 @@ ROUNDS = 4
 
 async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
     settings = schedule.Settings(round_seconds=12.0, apiserver_down_seconds=(4.0, 10.0), worker_dead_seconds=(0.5, 2.0),
-                                 temporal_down_seconds=(0.0, 2.0), extra_fault_probability=0.0)
+                                 temporal_down_seconds=(0.0, 2.0), extra_fault_probability=0.0, scale_probability=1.0)
     options = runner.Options(seed=SEED, rounds=ROUNDS, replicas=1, settings=settings, settle_timeout=150.0,
                              out_dir=tmp_path)
     results = await runner.FaultRun(options).run()
@@ -32,6 +32,7 @@ async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
     assert results["violations"] == 0, results["violation_details"]
     assert set(results["faults"]) == set(schedule.FAULT_KINDS), results["faults"]
     assert results["terminations_checked"] > 0
+    assert sum(v for k, v in results["hpa_scale_writes"].items() if not k.startswith("skipped")) >= 2 * ROUNDS - 2
     assert results["counts"]["scaled_releases_checked"] > 0
     assert results["counts"]["foreign_checked"] > 0
     assert results["counts"]["histories_replayed"] > 0
