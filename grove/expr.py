@@ -13,8 +13,9 @@ false, so that the Python rendering can name `cliqueNames[1]` where CEL can only
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -81,6 +82,18 @@ class Expr:
 
     def free_vars(self) -> set[str]:
         return set()
+
+    def walk(self) -> Iterator[Expr]:
+        """This node and every node below it."""
+        yield self
+        for item in dataclasses.fields(self):  # type: ignore[arg-type]
+            child = getattr(self, item.name)
+            if isinstance(child, Expr):
+                yield from child.walk()
+
+    def reads(self) -> set[str]:
+        """The fields of `self` this expression reads, as `.a.b` paths."""
+        return {p for node in self.walk() if isinstance(node, Get) and (p := node.self_path()) is not None}
 
     # --- builders -------------------------------------------------------------------------------------------
     def f(self, name: str) -> Get:

@@ -295,8 +295,10 @@ def nodes(model: BaseModel, wire: dict[str, Any], path: str = "", node: str | No
                     yield from nodes(item, item_wire, f"{where}[{index}]")
 
 
-def problems(model: BaseModel) -> list[Problem]:
-    """Every problem the shared rules find in a parsed PodCliqueSet (bounds, then rules, per node)."""
+def problems(model: BaseModel, unknown: frozenset[str] = frozenset()) -> list[Problem]:
+    """Every problem the shared rules find in a parsed PodCliqueSet (bounds, then rules, per node).
+
+    `unknown`: wire paths of fields left out because they were malformed; rules that read them are not checked."""
     wire = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     found: list[Problem] = []
     for name, data, path in nodes(model, wire, "", ROOT):
@@ -304,8 +306,18 @@ def problems(model: BaseModel) -> list[Problem]:
             if bound.node == name:
                 found.extend(bound.problems(data, path))
         for rule in rules_for(name):
-            found.extend(rule.problems(data, path))
+            if not _reads_any(path, rule.check.reads(), unknown):
+                found.extend(rule.problems(data, path))
     return list(dict.fromkeys(found))
+
+
+def _reads_any(path: str, reads: set[str], unknown: frozenset[str]) -> bool:
+    for read in reads:
+        full = f"{path}{read}" if path else read[1:]
+        if any(u == full or u.startswith(full + ".") or u.startswith(full + "[") or full.startswith(u + ".")
+               for u in unknown):
+            return True
+    return False
 
 
 # --- CRD rendering ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Every function here takes whatever YAML produced and never raises on it: malform
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -61,8 +62,42 @@ def validate_pcs(data: Any) -> list[Problem]:
     """Every problem of a PodCliqueSet (a manifest dict or a parsed model); empty when it is valid."""
     pcs, problems = parse_pcs(data)
     if pcs is None:
-        return problems
+        return sorted(problems + _problems_beside(data, problems), key=_path_order)
     return list(_pcs_problems(pcs))
+
+
+def _problems_beside(data: Any, malformed: list[Problem]) -> list[Problem]:
+    """The rule problems of the rest of a manifest some fields of which are malformed: those fields are left out
+    (their defaults apply) and the rest is checked, so that one bad duration does not hide every other problem.
+    Nothing when the manifest does not parse even so (a required field is missing or malformed)."""
+    if not isinstance(data, Mapping):
+        return []
+    pruned = copy.deepcopy(dict(data))
+    for problem in malformed:
+        if not _remove(pruned, problem.path):
+            return []
+    pcs, still = parse_pcs(pruned)
+    if pcs is None or still:
+        return []
+    bad = frozenset(problem.path for problem in malformed)
+    return [p for p in _pcs_problems(pcs, unknown=bad) if p.path not in bad]
+
+
+def _remove(data: dict[str, Any], path: str) -> bool:
+    parts: list[str | int] = [
+        int(part) if part.isdigit() else part for part in re.split(r"\.|\[(\d+)\]", path) if part
+    ]
+    node: Any = data
+    for part in parts[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    last = parts[-1] if parts else None
+    if isinstance(node, dict) and last in node:
+        del node[last]
+        return True
+    return False
 
 
 def validate_podgroup(data: Any) -> list[Problem]:
@@ -86,7 +121,7 @@ def check_document(data: Any) -> tuple[list[Problem], list[Problem]]:
     if kind == names.KIND_PODCLIQUESET:
         pcs, problems = parse_pcs(data)
         if pcs is None:
-            return problems, []
+            return validate_pcs(data), []
         return list(_pcs_problems(pcs)), warnings_for(pcs)
     if kind == names.KIND_KAI_PODGROUP:
         podgroup, problems = parse_podgroup(data)
@@ -123,11 +158,13 @@ def defaulted(pcs: PodCliqueSet) -> PodCliqueSet:
 
 
 # --- PodCliqueSet rules ------------------------------------------------------------------------------------
-def _pcs_problems(pcs: PodCliqueSet) -> list[Problem]:
+def _pcs_problems(pcs: PodCliqueSet, unknown: frozenset[str] = frozenset()) -> list[Problem]:
     """The shared rules of grove/rules.py (also the CRD's admission rules), then the rules only Python can check
-    (grove.rules.WORKFLOW_ONLY), sorted by field path."""
-    found = [*_name_required(pcs), *_annotation_problems(pcs), *rules.problems(pcs), *_duplicate_problems(pcs)]
-    found.extend(_generated_name_problems(pcs))
+    (grove.rules.WORKFLOW_ONLY), sorted by field path. `unknown`: malformed fields left out (see below)."""
+    found = [*_name_required(pcs), *_annotation_problems(pcs), *rules.problems(pcs, unknown)]
+    found.extend(_duplicate_problems(pcs))
+    if not unknown:  # generated names depend on counts that may be among the unknown
+        found.extend(_generated_name_problems(pcs))
     return sorted(dict.fromkeys(found), key=_path_order)
 
 

@@ -98,8 +98,14 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def validate(file: FileOption) -> None:
-    """Check PodCliqueSet and KAI PodGroup documents; print every problem as `field.path: message`."""
+def validate(
+    file: FileOption,
+    strict: Annotated[bool, typer.Option("--strict", help="unknown fields are errors, not warnings")] = False,
+) -> None:
+    """Check PodCliqueSet and KAI PodGroup documents; print every problem as `field.path: message`.
+
+    Unknown fields (a misspelled `minAvalable`) are warnings: Grove fields grove-temporal does not model are kept
+    as they are. With --strict they are errors (exit 1)."""
     try:
         documents = load_documents(file)
     except InputError as error:
@@ -108,6 +114,9 @@ def validate(file: FileOption) -> None:
     invalid = False
     for document in documents:
         problems, warnings = check_document(document.data)
+        if strict:
+            problems = problems + [Problem(w.path, "unknown field") for w in warnings]
+            warnings = []
         prefix = f"{document.label()}: " if several else ""
         for problem in problems:
             typer.echo(f"{prefix}{problem}")
