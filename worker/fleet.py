@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from prometheus_client import Gauge
 from temporalio.client import Client
 
+from workflows.contract import GROVE_PAUSED, replica_query
 from workflows.messages import Phase, ReplicaStatus
 
 log = logging.getLogger(__name__)
@@ -38,21 +39,15 @@ PENDING_DEADLINES.set(0)
 NEXT_DEADLINE.set(float("nan"))
 
 
-def _query(namespace: str | None, *clauses: str) -> str:
-    parts = ["WorkflowType = 'ReplicaWorkflow'", "ExecutionStatus = 'Running'", *clauses]
-    if namespace:
-        parts.append(f"GroveNamespace = '{namespace}'")
-    return " AND ".join(parts)
-
-
 async def refresh(client: Client, namespace: str | None = None) -> None:
     """One reading of every gauge."""
     from worker import ops
 
     for phase in Phase:
-        counted = await client.count_workflows(_query(namespace, f"GrovePhase = '{phase.value}'"))
+        counted = await client.count_workflows(replica_query(namespace=namespace, phase=phase.value))
         REPLICAS.labels(phase.value).set(counted.count)
-    PAUSED.set((await client.count_workflows(_query(namespace, "GrovePaused = true"))).count)
+    paused = f"{replica_query(namespace=namespace)} AND {GROVE_PAUSED.name} = true"
+    PAUSED.set((await client.count_workflows(paused)).count)
     due: list[datetime] = []
     for phase in DEADLINE_PHASES:
         for replica in await ops.list_replicas(client, namespace=namespace, phase=phase.value):
