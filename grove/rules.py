@@ -31,9 +31,9 @@ ROOT = "PodCliqueSet"
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _LABEL_TEXT = "is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
-MAX_CLIQUES = 64
-MAX_SCALING_GROUPS = 64
-MAX_CLIQUE_NAMES = 64
+MAX_CLIQUES = 32
+MAX_SCALING_GROUPS = 16
+MAX_CLIQUE_NAMES = 16
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def _drop(path: Callable[[JSON], JSON], key: str) -> Callable[[JSON], None]:
 def _many_cliques(doc: JSON) -> None:
     pod = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}
     doc["spec"]["template"]["cliques"].extend(
-        {"name": f"extra-{i}", "spec": {"replicas": 1, "podSpec": copy.deepcopy(pod)}} for i in range(62))
+        {"name": f"extra-{i}", "spec": {"replicas": 1, "podSpec": copy.deepcopy(pod)}} for i in range(30))
 
 
 def _two_groups_named_alike(doc: JSON) -> None:
