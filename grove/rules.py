@@ -339,6 +339,10 @@ def schema_additions(node: str) -> dict[str, Any]:
     for default in DEFAULTS:
         if default.node == node:
             properties.setdefault(default.field, {})["default"] = default.value
+    if node == ROOT:
+        # The root rules name metadata.name (fieldPath must exist in the schema) and match it with a regex (CEL's
+        # cost estimate needs its length bounded): the apiserver's own limit for object names, 253.
+        properties["metadata"] = {"properties": {"name": {"type": "string", "maxLength": 253}}}
     if properties:
         additions["properties"] = properties
     return additions
