@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from kubernetes.client import ApiClient
 
 from grove.validation import validate_pcs
 from tests.corpus.admission import Refused, create, replace_pcs, rules_suspended
 from tests.corpus.bad_manifests import CASES, BadCase, base
+from tests.corpus.generated import pcs_documents
 
 pytestmark = pytest.mark.usefixtures("crds")
 
@@ -41,41 +41,6 @@ def _unquoted(field: str) -> str:
 
 
 # --- the two renderings agree ------------------------------------------------------------------------------------
-_clique_names = st.sampled_from(["a", "b", "c", "Ab", "", "a" * 64])
-_group_names = st.sampled_from(["g", "h", "Gx"])
-_counts = st.integers(-1, 4)
-_delays = st.sampled_from([None, "1h", "30s", "0s", "-1s", "1m30s"])
-
-
-@st.composite
-def pcs_documents(draw: st.DrawFn) -> dict[str, Any]:
-    doc = base("fuzz")
-    template = doc["spec"]["template"]
-    cliques = []
-    for name in draw(st.lists(_clique_names, min_size=0, max_size=3, unique=True)):
-        spec: dict[str, Any] = {"replicas": draw(_counts), "podSpec": {"containers": [{"name": "m", "image": "x"}]}}
-        if draw(st.booleans()):
-            spec["minAvailable"] = draw(_counts)
-        cliques.append({"name": name, "spec": spec})
-    template["cliques"] = cliques
-    groups = []
-    for name in draw(st.lists(_group_names, min_size=0, max_size=2, unique=True)):
-        group: dict[str, Any] = {"name": name, "cliqueNames": draw(st.lists(_clique_names, max_size=3))}
-        for key in ("replicas", "minAvailable"):
-            if draw(st.booleans()):
-                group[key] = draw(_counts)
-        if (delay := draw(_delays)) is not None:
-            group["terminationDelay"] = delay
-        groups.append(group)
-    template["podCliqueScalingGroups"] = groups
-    if (delay := draw(_delays)) is None:
-        del template["terminationDelay"]
-    else:
-        template["terminationDelay"] = delay
-    doc["spec"]["replicas"] = draw(st.integers(0, 3))
-    return doc
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(doc=pcs_documents())
 def test_the_apiserver_and_validate_agree(kube: ApiClient, namespace: str, doc: dict[str, Any]) -> None:
