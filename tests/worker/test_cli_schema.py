@@ -119,3 +119,10 @@ def test_validate_strict_makes_unknown_fields_errors(tmp_path: Path) -> None:
     strict = CliRunner().invoke(app, ["validate", "--strict", "-f", str(path)])
     assert strict.exit_code == 1
     assert strict.output.splitlines() == ["spec.template.cliques[1].spec.minAvalable: unknown field"]
+
+
+def test_an_unreachable_temporal_is_named_without_transport_internals() -> None:
+    result = CliRunner().invoke(app, ["list", "-A"], env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert result.exit_code == 1
+    assert "cannot reach Temporal at 127.0.0.1:1 (connection refused)" in result.output
+    assert "tonic" not in result.output and "Os {" not in result.output

@@ -56,6 +56,17 @@ def _scope(namespace: str | None, all_namespaces: bool) -> str | None:
     return None if all_namespaces else _namespace(namespace)
 
 
+def connect_failure(error: BaseException) -> str:
+    """Why a connection failed, in words, without the Rust transport's debug text."""
+    text = str(error)
+    for marker, words in (("Connection refused", "connection refused"), ("timed out", "timed out"),
+                          ("dns error", "unknown host"), ("Name or service not known", "unknown host"),
+                          ("certificate", "TLS certificate rejected"), ("InvalidUri", "not a host:port address")):
+        if marker.lower() in text.lower():
+            return words
+    return text.split(":")[0] if text else type(error).__name__
+
+
 def _run(address: str | None, temporal_namespace: str, body: Callable[[Any], Awaitable[T]]) -> T:
     from worker.app import connect
     from worker.config import TemporalSettings
@@ -66,7 +77,9 @@ def _run(address: str | None, temporal_namespace: str, body: Callable[[Any], Awa
         try:
             client = await connect(settings)
         except Exception as exc:
-            raise OperatorError(f"cannot reach Temporal at {settings.address} ({exc}); set --temporal-address") from exc
+            raise OperatorError(f"cannot reach Temporal at {settings.address} ({connect_failure(exc)}); is "
+                                "`grove-temporal run` running? Otherwise set --temporal-address or "
+                                "TEMPORAL_ADDRESS") from exc
         return await body(client)
 
     try:
