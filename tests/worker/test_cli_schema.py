@@ -126,3 +126,21 @@ def test_an_unreachable_temporal_is_named_without_transport_internals() -> None:
     assert result.exit_code == 1
     assert "cannot reach Temporal at 127.0.0.1:1 (connection refused)" in result.output
     assert "tonic" not in result.output and "Os {" not in result.output
+
+
+def test_validate_and_podgroup_speak_json_and_yaml(tmp_path: Path) -> None:
+    doc = base()
+    doc["spec"]["template"]["cliques"][0]["spec"]["replicas"] = 0
+    path = tmp_path / "pcs.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = CliRunner().invoke(app, ["validate", "-f", str(path), "-o", "json"])
+    assert result.exit_code == 1
+    assert json.loads(result.output) == [{
+        "document": "PodCliqueSet/bad", "line": 1, "valid": False, "warnings": [],
+        "problems": [{"field": "spec.template.cliques[0].spec.replicas", "message": "must be at least 1, got 0"}]}]
+    as_yaml = CliRunner().invoke(app, ["validate", "-f", str(path), "-o", "yaml"])
+    assert yaml.safe_load(as_yaml.output) == json.loads(result.output)
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(base()))
+    podgroup = CliRunner().invoke(app, ["podgroup", "-f", str(good), "--replica", "0", "-o", "json"])
+    assert podgroup.exit_code == 0 and json.loads(podgroup.output)["kind"] == "PodGroup"
