@@ -454,17 +454,3 @@ class Msg:
 
     def free_vars(self) -> set[str]:
         return {name for arg in self.args for name in arg.free_vars()}
-
-    def static(self) -> str | None:
-        return None if self.args else self.template
-
-    def cel(self, render: Render | None = None) -> str:
-        render = render or Render()
-        pieces = self.template.split("{}")
-        parts: list[str] = []
-        for index, piece in enumerate(pieces):
-            if piece:
-                parts.append(cel_string(piece))
-            if index < len(self.args):
-                parts.append(f"string({self.args[index]._cel(render)})")
-        return " + ".join(parts) or "''"

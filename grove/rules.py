@@ -30,6 +30,8 @@ ROOT = "PodCliqueSet"
 """The node of the whole object: the only one whose rules may read `self.metadata.name`."""
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_LABEL_SUMMARY = ("must be a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter "
+                  "or digit)")
 _LABEL_TEXT = "is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
 MAX_CLIQUES = 32
 MAX_SCALING_GROUPS = 16
@@ -53,11 +55,13 @@ class Rule:
     message: Msg
     cel_at: Get | None = None
     summary: str | None = None
+    admission: bool = True  # False: checked on the workflow path only (listed in WORKFLOW_ONLY, with the reason)
 
     def __post_init__(self) -> None:
-        inner = self.message.free_vars() - {"self"}
-        if inner and self.summary is None:
-            raise ValueError(f"rule {self.id}: a message naming {sorted(inner)} needs a summary for CEL")
+        # CEL messages are static: the apiserver's cost estimate of string() (an int's text, or any string the
+        # schema does not bound) is unbounded, and a messageExpression using it makes the CRD refuse to load.
+        if self.message.args and self.summary is None and self.admission:
+            raise ValueError(f"rule {self.id}: a message with values needs a static summary for CEL")
         target = self.cel_at if self.cel_at is not None else self.at
         if not isinstance(target, Var | Get) or (isinstance(target, Get) and target.self_path() is None):
             raise ValueError(f"rule {self.id}: CEL can only name a field of self; set cel_at")
@@ -75,12 +79,7 @@ class Rule:
             "optionalOldSelf": True,
             "reason": "FieldValueInvalid",
         }
-        if self.summary is not None:
-            wire["message"] = self.summary
-        elif self.message.static() is not None:
-            wire["message"] = self.message.static()
-        else:
-            wire["messageExpression"] = self.message.cel()
+        wire["message"] = self.summary if self.summary is not None else self.message.template
         path = self.field_path()
         if path:
             wire["fieldPath"] = path
@@ -159,17 +158,21 @@ _POSITIVE = dur("0s")
 RULES: tuple[Rule, ...] = (
     # metadata.name (the object root is the only node that sees it)
     Rule("pcs-name-length", ROOT, ~has(_name) | (size(_name) <= names.MAX_NAME_LENGTH), _name,
-         Msg(f"must be at most {names.MAX_NAME_LENGTH} characters, got {{}}", size(_name))),
+         Msg(f"must be at most {names.MAX_NAME_LENGTH} characters, got {{}}", size(_name)),
+         summary=f"must be at most {names.MAX_NAME_LENGTH} characters (names of generated objects and labels)"),
+    # The apiserver's estimate of a regex over metadata.name (a length the CRD schema cannot bound) exceeds CEL's
+    # cost budget: these two stay on the workflow path. Its own name check already refuses upper case and '_'.
     Rule("pcs-name-dns-label", ROOT,
          ~has(_name) | (size(_name) > names.MAX_NAME_LENGTH) | _name.matches(DNS1123_LABEL),
-         _name, Msg(f"'{{}}' {_LABEL_TEXT}", _name)),
+         _name, Msg(f"'{{}}' {_LABEL_TEXT}", _name), admission=False),
     Rule("pcs-name-starts-with-letter", ROOT,
          ~has(_name) | (size(_name) > names.MAX_NAME_LENGTH) | ~_name.matches(DNS1123_LABEL)
          | _name.matches("^[a-z]"),
-         _name, Msg("must start with a letter (the headless Service is named {}-<replica>)", _name)),
+         _name, Msg("must start with a letter (the headless Service is named {}-<replica>)", _name),
+         admission=False),
     # spec
     Rule("pcs-replicas", "PodCliqueSetSpec", SELF.f("replicas") >= 0, SELF.f("replicas"),
-         Msg("must be 0 or more, got {}", SELF.f("replicas"))),
+         Msg("must be 0 or more, got {}", SELF.f("replicas")), summary="must be 0 or more"),
     # spec.template
     Rule("cliques-required", "PodCliqueSetTemplateSpec", size(SELF.f("cliques")) >= 1, SELF.f("cliques"),
          Msg("at least one clique is required")),
@@ -197,17 +200,18 @@ RULES: tuple[Rule, ...] = (
     # spec.template.cliques[]
     Rule("clique-name-dns-label", "PodCliqueTemplateSpec",
          (size(SELF.f("name")) > names.MAX_NAME_LENGTH) | SELF.f("name").matches(DNS1123_LABEL),
-         SELF.f("name"), Msg(f"'{{}}' {_LABEL_TEXT}", SELF.f("name"))),
+         SELF.f("name"), Msg(f"'{{}}' {_LABEL_TEXT}", SELF.f("name")), summary=_LABEL_SUMMARY),
     Rule("clique-replicas", "PodCliqueSpec", SELF.f("replicas") >= 1, SELF.f("replicas"),
-         Msg("must be at least 1, got {}", SELF.f("replicas"))),
+         Msg("must be at least 1, got {}", SELF.f("replicas")), summary="must be at least 1"),
     Rule("clique-min-available", "PodCliqueSpec",
          ~has(SELF.f("minAvailable")) | (SELF.f("replicas") < 1)
          | ((SELF.f("minAvailable") >= 1) & (SELF.f("minAvailable") <= SELF.f("replicas"))),
-         SELF.f("minAvailable"), Msg("must be between 1 and replicas ({})", SELF.f("replicas"))),
+         SELF.f("minAvailable"), Msg("must be between 1 and replicas ({})", SELF.f("replicas")),
+         summary="must be between 1 and replicas"),
     # spec.template.podCliqueScalingGroups[]
     Rule("pcsg-name-dns-label", "PodCliqueScalingGroupConfig",
          (size(SELF.f("name")) > names.MAX_NAME_LENGTH) | SELF.f("name").matches(DNS1123_LABEL),
-         SELF.f("name"), Msg(f"'{{}}' {_LABEL_TEXT}", SELF.f("name"))),
+         SELF.f("name"), Msg(f"'{{}}' {_LABEL_TEXT}", SELF.f("name")), summary=_LABEL_SUMMARY),
     Rule("pcsg-clique-names-required", "PodCliqueScalingGroupConfig", size(SELF.f("cliqueNames")) >= 1,
          SELF.f("cliqueNames"), Msg("at least one clique name is required")),
     Rule("pcsg-clique-listed-once", "PodCliqueScalingGroupConfig",
@@ -215,11 +219,12 @@ RULES: tuple[Rule, ...] = (
          SELF.f("cliqueNames"), Msg("clique '{}' is listed twice", _n),
          summary="every clique may be listed once"),
     Rule("pcsg-replicas", "PodCliqueScalingGroupConfig", SELF.f("replicas") >= 1, SELF.f("replicas"),
-         Msg("must be at least 1, got {}", SELF.f("replicas"))),
+         Msg("must be at least 1, got {}", SELF.f("replicas")), summary="must be at least 1"),
     Rule("pcsg-min-available", "PodCliqueScalingGroupConfig",
          (SELF.f("replicas") < 1)
          | ((SELF.f("minAvailable") >= 1) & (SELF.f("minAvailable") <= SELF.f("replicas"))),
-         SELF.f("minAvailable"), Msg("must be between 1 and replicas ({})", SELF.f("replicas"))),
+         SELF.f("minAvailable"), Msg("must be between 1 and replicas ({})", SELF.f("replicas")),
+         summary="must be between 1 and replicas"),
     Rule("pcsg-termination-delay-positive", "PodCliqueScalingGroupConfig",
          ~has(SELF.f("terminationDelay")) | (dur(SELF.f("terminationDelay")) > _POSITIVE),
          SELF.f("terminationDelay"), Msg("must be greater than 0")),
@@ -242,8 +247,9 @@ DEFAULTS: tuple[Default, ...] = (
 )
 
 WORKFLOW_ONLY: tuple[WorkflowOnly, ...] = (
-    WorkflowOnly("metadata.name", "required, at most 63 characters when the CRD's rules did not run",
-                 "admitted before the rules existed (ratcheting keeps such objects editable)"),
+    WorkflowOnly("metadata.name", "a DNS-1123 label starting with a letter (no '.', no leading digit)",
+                 "a regex over metadata.name exceeds CEL's cost budget (the schema cannot bound its length); the "
+                 "apiserver's own name check refuses upper case, '_' and names over 253 characters"),
     WorkflowOnly(f"metadata.annotations[{names.ANNOTATION_SCALED_RELEASE_AFTER}]",
                  f"one of {', '.join(names.RELEASE_AFTER_VALUES)}",
                  "CEL rules of a CRD cannot read metadata.annotations"),
@@ -325,7 +331,7 @@ def schema_additions(node: str) -> dict[str, Any]:
     """What the CRD generator adds to the schema of `node`: x-kubernetes-validations, and per property the
     bounds and defaults, as {"x-kubernetes-validations": [...], "properties": {field: {keyword: value}}}."""
     additions: dict[str, Any] = {}
-    validations = [rule.to_cel() for rule in rules_for(node)]
+    validations = [rule.to_cel() for rule in rules_for(node) if rule.admission]
     if validations:
         additions["x-kubernetes-validations"] = validations
     properties: dict[str, dict[str, Any]] = {}

@@ -156,7 +156,10 @@ CASES: list[BadCase] = [
     BadCase("generated-name-too-long", _set(lambda d: _clique(d, 2), "name", "r" * 60),
             f"{T}.cliques[2].name", refused_by="workflow"),
     # --- added with the admission rules
-    BadCase("pcs-name-starts-with-digit", _set(lambda d: d["metadata"], "name", "1bad"), "metadata.name"),
+    BadCase("pcs-name-starts-with-digit", _set(lambda d: d["metadata"], "name", "1bad"), "metadata.name",
+            refused_by="workflow"),  # a regex over metadata.name is beyond CEL's cost budget
+    BadCase("pcs-name-with-a-dot", _set(lambda d: d["metadata"], "name", "bad.one"), "metadata.name",
+            refused_by="workflow"),
     BadCase("pcs-name-uppercase", _set(lambda d: d["metadata"], "name", "Bad"), "metadata.name",
             refused_by="schema"),
     BadCase("pcs-replicas-not-a-number", _set(lambda d: d["spec"], "replicas", "3"), "spec.replicas",
