@@ -174,6 +174,11 @@ def replica_selector(pcs: str, replica: int) -> str:
     return f"{pcs_selector(pcs)},{LABEL_PCS_REPLICA_INDEX}={replica}"
 
 
+def grove_operator_selector() -> str:
+    """Everything the Grove operator manages (the one-controller rule, grove/controllers.py)."""
+    return f"{LABEL_MANAGED_BY}={GROVE_OPERATOR_MANAGED_BY}"
+
+
 def replica_selector_with_other_controllers(pcs: str, replica: int) -> str:
     """The replica's objects, ours and the Grove operator's (the one-controller rule, grove/controllers.py)."""
     return (f"{LABEL_MANAGED_BY} in ({MANAGED_BY},{GROVE_OPERATOR_MANAGED_BY}),{LABEL_PART_OF}={pcs},"

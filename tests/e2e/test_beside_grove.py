@@ -29,16 +29,18 @@ def _spec_valid(cluster: Cluster, name: str) -> dict | None:
 async def test_a_pcs_whose_objects_grove_manages_is_held_until_handed_over(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
     pcs = cluster.apply(pcs_manifest("gp", cluster.namespace, cliques=[clique("a", 1, 1)]))
-    # Grove's operator got there first: its PodClique, owned by the PCS as Grove owns it.
+    # Grove's operator got there first: its PodClique, owned by the PCS, and its finalizer on the PCS.
     owner = {"apiVersion": pcs["apiVersion"], "kind": pcs["kind"], "name": "gp", "uid": pcs["metadata"]["uid"],
              "controller": True, "blockOwnerDeletion": True}
     grove_pclq = cluster.kube.create(PODCLIQUES, cluster.namespace, {
         "apiVersion": "grove.io/v1alpha1", "kind": "PodClique",
         "metadata": {"name": "gp-0-a", "labels": grove_labels("gp"), "ownerReferences": [owner]},
         "spec": {"roleName": "a", "replicas": 1, "podSpec": POD_SPEC}})
+    cluster.patch_pcs("gp", {"metadata": {"finalizers": [names.GROVE_OPERATOR_PCS_FINALIZER]}})
     replica = Replica(temporal_client, cluster, "gp")
     status = await replica.wait_phase(Phase.INVALID, timeout=60)
-    assert any("grove-operator" in p and "PodClique/gp-0-a" in p for p in status.problems), status.problems
+    status = await replica.wait(lambda s: any("PodClique/gp-0-a" in p for p in s.problems), timeout=60)
+    assert any("grove-operator" in p and names.GROVE_OPERATOR_PCS_FINALIZER in p for p in status.problems)
     condition = wait_for(lambda: (c := _spec_valid(cluster, "gp")) and c["status"] == "False" and c, timeout=30,
                          what="SpecValid=False")
     assert "managed by grove-operator" in condition["message"]
@@ -48,8 +50,11 @@ async def test_a_pcs_whose_objects_grove_manages_is_held_until_handed_over(
     after = cluster.kube.get(PODCLIQUES, cluster.namespace, "gp-0-a")
     assert after is not None and after["metadata"]["resourceVersion"] == grove_pclq["metadata"]["resourceVersion"]
 
-    # Migration (README): Grove's operator stopped, its objects of the PCS deleted: grove-temporal takes over.
+    # Migration (README): Grove's operator stopped, its objects of the PCS deleted, its finalizer removed.
     cluster.kube.delete(PODCLIQUES, cluster.namespace, "gp-0-a", uid=grove_pclq["metadata"]["uid"])
+    wait_for(lambda: cluster.kube.get(PODCLIQUES, cluster.namespace, "gp-0-a") is None, timeout=30,
+             what="Grove's PodClique gone")
+    cluster.patch_pcs("gp", {"metadata": {"finalizers": None}})
     await replica.wait_phase(Phase.AVAILABLE, timeout=90)
     taken = cluster.pclq("gp-0-a")
     assert taken is not None and taken["metadata"]["labels"][names.LABEL_MANAGED_BY] == names.MANAGED_BY
