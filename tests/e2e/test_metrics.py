@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.harness import Cluster, WorkerProcess, clique, http_get, pcs_manifest, wait_for
+from tests.e2e.harness import Cluster, WorkerProcess, clique, http_get, is_ready, pcs_manifest, wait_for
 from tests.e2e.test_observability import sample
 
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
@@ -52,13 +52,24 @@ def test_the_dashboard_and_alerts_use_metrics_a_worker_exposes(cluster: Cluster,
     port = worker_process.http_port
     cluster.apply(pcs_manifest("met", cluster.namespace, termination_delay="1h", cliques=[clique("a", 2, 2)]))
     pods = wait_for(lambda: cluster.ready_pods(2), timeout=60, what="2 Ready pods")
+
+    def available() -> str | None:
+        text = http_get(port, "/metrics")[1]
+        return text if sample(text, "grove_temporal_replicas", phase="Available") == 1 else None
+
+    wait_for(available, timeout=60, interval=1, what="grove_temporal_replicas{phase=Available} 1")
     cluster.fail_readiness(pods[0]["metadata"]["name"])  # a breach: one deadline, 1h away
 
     def breached() -> str | None:
         text = http_get(port, "/metrics")[1]
         return text if sample(text, "grove_temporal_replicas", phase="Breached") == 1 else None
 
-    metrics = wait_for(breached, timeout=90, interval=1, what="grove_temporal_replicas{phase=Breached} 1")
+    try:
+        metrics = wait_for(breached, timeout=90, interval=1, what="grove_temporal_replicas{phase=Breached} 1")
+    except AssertionError:
+        gauges = [line for line in http_get(port, "/metrics")[1].splitlines() if "grove_temporal_replicas" in line]
+        raise AssertionError(f"gauges: {gauges}; pods: {[(p['metadata']['name'], is_ready(p)) for p in cluster.pods()]}"
+                             ) from None
     def one_deadline() -> str | None:
         text = http_get(port, "/metrics")[1]
         return text if sample(text, "grove_temporal_pending_deadlines") == 1 else None
@@ -74,4 +85,4 @@ def test_the_dashboard_and_alerts_use_metrics_a_worker_exposes(cluster: Cluster,
     assert any(n.endswith("_total") for n in sdk), sorted(sdk)
 
     missing = used_metrics() - exposed(metrics)
-    assert not missing, f"used by deploy/monitoring but not on /metrics: {sorted(missing)}"
+    assert not missing, f"used by deploy/monitoring but not on /metrics: {sorted(missing)}; SDK: {sorted(sdk)}"
