@@ -17,6 +17,7 @@ from grove import names
 from grove.models import KaiPodGroup, PodCliqueSet
 from grove.podgroup_rules import podgroup_tree_problems
 from grove.problems import ROOT, Problem, from_validation_error, unknown_fields
+from grove.rollout import rollout_problems
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -132,6 +133,7 @@ def _pcs_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
     yield from _clique_problems(pcs)
     yield from _scaling_group_problems(pcs)
     yield from _delay_problems(pcs)
+    yield from rollout_problems(pcs)
     yield from _generated_name_problems(pcs)
 
 
