@@ -224,8 +224,8 @@ def replica_step(topology: ReplicaTopology, cliques: Mapping[str, CliqueProgress
         outdated = [j for j, units in members.items()
                     if any((s := cliques.get(u.name)) is not None and not s.terminating and s.outdated for u in units)]
         budget = max(policy.max_unavailable - unavailable, 0)
-        chosen = [j for j in outdated if j not in available] + [j for j in outdated if j in available][:budget]
-        for j in sorted(chosen):
+        picked = [j for j in outdated if j not in available] + [j for j in outdated if j in available][:budget]
+        for j in sorted(picked):
             for u in members[j]:
                 state = cliques.get(u.name)
                 if state is not None and not state.terminating:
@@ -234,10 +234,10 @@ def replica_step(topology: ReplicaTopology, cliques: Mapping[str, CliqueProgress
             acting.add(group.name)
         if len(done) < group.replicas:
             unfinished.add(group.name)
-        for j, units in members.items():
-            if j not in done:
+        for index, units in members.items():
+            if index not in done:
                 in_progress.update(u.name for u in units)
-        if len(done) < group.replicas and not chosen:
+        if len(done) < group.replicas and not picked:
             pending[group.name] = (f"{len(outdated)} outdated replicas wait: {unavailable} of maxUnavailable "
                                    f"{policy.max_unavailable} unavailable" if outdated
                                    else f"{len(done)} of {group.replicas} replicas updated and Ready")
