@@ -253,6 +253,18 @@ def replica_updated(topology: ReplicaTopology, cliques: Mapping[str, CliqueProgr
     return all(clique_done(u.replicas, u.min_available, cliques.get(u.name)) for u in topology.cliques)
 
 
+def replica_available(topology: ReplicaTopology, cliques: Mapping[str, CliqueProgress]) -> bool:
+    """Every standalone PodClique and minAvailable replicas of every PCSG have minAvailable Ready pods."""
+    standalone = all(_available(u.min_available, cliques.get(u.name)) for u in topology.standalone())
+    groups = all(
+        sum(1 for j in range(g.replicas)
+            if all(_available(u.min_available, cliques.get(u.name)) for u in topology.members(g.name, j)))
+        >= g.min_available
+        for g in topology.scaling_groups
+    )
+    return standalone and groups
+
+
 def _available(min_available: int, state: CliqueProgress | None) -> bool:
     return state is not None and not state.terminating and state.ready >= min_available
 

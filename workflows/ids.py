@@ -44,3 +44,12 @@ def reconciler_workflow_id(namespace: str | None) -> str:
 # Message names shared by the watcher, the CLI and the workflows.
 NUDGE_SIGNAL = "nudge"
 PCS_CHANGED_SIGNAL = "pcs_changed"
+
+# Rolling updates: the PCS-level rollout workflow (one per PCS UID) grants turns to replica workflows.
+ROLLOUT_WORKFLOW_PREFIX = "rollout"
+ROLLOUT_TURN_SIGNAL = "rollout_turn"
+ROLLOUT_REPORT_SIGNAL = "rollout_report"
+
+
+def rollout_workflow_id(namespace: str, pcs: str, pcs_uid: str) -> str:
+    return f"{ROLLOUT_WORKFLOW_PREFIX}/{namespace}/{pcs}/{pcs_uid}"

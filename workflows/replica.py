@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from grove.termination import Scope, Termination, forced_termination
     from grove.topology import ReplicaTopology
     from workflows import views
-    from workflows.ids import NUDGE_SIGNAL
+    from workflows.ids import NUDGE_SIGNAL, ROLLOUT_TURN_SIGNAL
     from workflows.messages import (
         CliqueStatus,
         ControlResult,
@@ -51,6 +51,8 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
+    from workflows.replica_rollout import ReplicaRollout
+    from workflows.rollout_messages import RolloutTurn
     from workflows.search import GROVE_PAUSED, GROVE_PHASE
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
@@ -91,6 +93,7 @@ class ReplicaWorkflow:
         self.scaled_released_at = carry.scaled_released_at
         self.runs = carry.runs
         self.announced_breaches = dict(carry.announced_breaches)
+        self.rollout = ReplicaRollout(input.ref, carry.rollout)
         # transient: rebuilt by the next observation
         self._nudged = True  # look again at the next chance (set by the workflow itself, or an untimed nudge)
         self._timed_nudges = False  # decided once per run, by TIMED_NUDGES_PATCH
@@ -160,7 +163,8 @@ class ReplicaWorkflow:
             self._set_phase(Phase.INVALID)
             return None
         await self._release_gates(topology, snapshot)
-        evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
+        updating = await self._roll(topology, snapshot)
+        evaluation = evaluate_replica(topology, views.observation(snapshot, updating), self.memory, workflow.now())
         self.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
         await self._announce_breaches(evaluation)
@@ -175,6 +179,16 @@ class ReplicaWorkflow:
             self._set_phase(Phase.CREATING)
         return None
 
+    async def _roll(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> frozenset[str]:
+        """The rolling update step of this round, while the rollout workflow has granted this replica a turn."""
+        if not self.rollout.active:
+            return frozenset()
+        updating = await self.rollout.round(topology, snapshot, hold=self.paused or self._held,
+                                            run_activity=self._activity)
+        if self.rollout.step is not None and self.rollout.step.acts and not self.paused and not self._held:
+            self._nudged = True  # recreate what was deleted at once
+        return updating
+
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
         workflow.logger.info("replica workflow completes: %s: %s", phase.value, message)
         return ReplicaOutcome(phase=phase, message=message, terminations_total=self.terminations_total)
@@ -188,6 +202,10 @@ class ReplicaWorkflow:
         elif deadlines and not self.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = views.timer_summary(deadlines)
+        if self._retry_after is None and self.rollout.due is not None:
+            until = max(self.rollout.due - workflow.now(), timedelta(0))
+            if timeout is None or until < timeout:
+                timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
         # After a failed round only a new control request cuts the back-off short (a request still queued from
         # before would otherwise spin the loop against the failing activity).
         tickets = self._tickets if self._retry_after is not None else None
@@ -369,6 +387,7 @@ class ReplicaWorkflow:
                 deadlines=status.deadlines, gates=self._gates,
                 last_termination=self.terminations[-1] if self.terminations else None,
                 terminations_total=self.terminations_total,
+                rollout=self.rollout.markdown(),
             )
         )
 
@@ -401,7 +420,7 @@ class ReplicaWorkflow:
             terminations_total=self.terminations_total, mirrored=self.mirrored,
             replica_available=self.replica_available, phase=self.phase, base_released_at=self.base_released_at,
             scaled_released_at=self.scaled_released_at, runs=self.runs + 1,
-            announced_breaches=self.announced_breaches,
+            announced_breaches=self.announced_breaches, rollout=self.rollout.carry(),
         )
         return self.input.model_copy(update={"carry": carry})
 
@@ -426,6 +445,12 @@ class ReplicaWorkflow:
         began = snapshot.read_from or scheduled_at
         if began is not None and (self._observed_from is None or began > self._observed_from):
             self._observed_from = began
+
+    @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
+    def rollout_turn(self, turn: RolloutTurn) -> None:
+        """The rollout workflow grants (or changes, or revokes) this replica's turn of a rolling update."""
+        if self.rollout.grant(turn):
+            self._nudged = True
 
     @workflow.signal(name="pause")
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -484,6 +509,7 @@ class ReplicaWorkflow:
             if self._evaluation and (self.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.runs,
+            rollout=self.rollout.view(),
         )
 
     # --- control helpers -------------------------------------------------------------------------------------------
