@@ -21,7 +21,14 @@ from activities.replica import translating_errors
 from activities.status import merged_conditions
 from activities.view import ClusterView, clique_states, name_of, read_spec, uid_of
 from grove import names
-from grove.rollout import CliqueProgress, ReplicaRollout, replica_available, replica_updated, rollout_spec
+from grove.rollout import (
+    CliqueProgress,
+    ReplicaRollout,
+    replica_available,
+    replica_outdated,
+    replica_updated,
+    rollout_spec,
+)
 from workflows.messages import ConditionMirror, PcsState, RecreateRequest, RecreateResult, ReplicaRef
 from workflows.rollout_messages import PcsRef, RolloutEvent, RolloutSnapshot, RolloutStatusMirror
 from workflows.views import rollout_progress
@@ -63,7 +70,8 @@ class RolloutActivities:
             generation, strategy = rollout.generation_hash, rollout.strategy
             states = rollout_progress(clique_states(by_replica[str(index)], reading.plan))
             replicas.append(ReplicaRollout(index=index, updated=replica_updated(topology, states),
-                                           available=replica_available(topology, states)))
+                                           available=replica_available(topology, states),
+                                           outdated=replica_outdated(states)))
             for unit in topology.standalone():
                 counts[1] += 1
                 counts[0] += _clique_updated(states.get(unit.name))

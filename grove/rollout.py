@@ -253,6 +253,10 @@ def replica_updated(topology: ReplicaTopology, cliques: Mapping[str, CliqueProgr
     return all(clique_done(u.replicas, u.min_available, cliques.get(u.name)) for u in topology.cliques)
 
 
+def replica_outdated(cliques: Mapping[str, CliqueProgress]) -> bool:
+    return any(s.outdated and not s.terminating for s in cliques.values())
+
+
 def replica_available(topology: ReplicaTopology, cliques: Mapping[str, CliqueProgress]) -> bool:
     """Every standalone PodClique and minAvailable replicas of every PCSG have minAvailable Ready pods."""
     standalone = all(_available(u.min_available, cliques.get(u.name)) for u in topology.standalone())
@@ -319,13 +323,17 @@ class ReplicaRollout(_Frozen):
     """One PCS replica as the coordinator sees it."""
 
     index: int = Field(ge=0)
-    updated: bool
+    updated: bool = Field(description="every PodClique at the target template and Ready >= minAvailable")
     available: bool
+    outdated: bool = Field(default=False, description="some live pod runs another template: needs a turn")
 
 
 def next_replica(replicas: list[ReplicaRollout] | tuple[ReplicaRollout, ...]) -> int | None:
-    """The next replica whose turn it is: not yet updated; unavailable replicas first, then by index."""
-    pending = [r for r in replicas if not r.updated]
+    """The next replica whose turn it is: one with outdated pods; unavailable replicas first, then by index.
+
+    A replica without outdated pods needs no turn even when it is not Ready (its pods already have the new
+    template; availability is then a matter for gang termination, not for the update)."""
+    pending = [r for r in replicas if r.outdated]
     if not pending:
         return None
     return min(pending, key=lambda r: (r.available, r.index)).index

@@ -339,10 +339,13 @@ def test_a_finished_component_never_exceeds() -> None:
 
 # --- across the PCS -------------------------------------------------------------------------------------------
 def test_next_replica_unavailable_first_then_by_index() -> None:
-    rs = [ReplicaRollout(index=0, updated=False, available=True), ReplicaRollout(index=1, updated=True, available=True),
-          ReplicaRollout(index=2, updated=False, available=False), ReplicaRollout(index=3, updated=False,
-                                                                                   available=False)]
+    rs = [ReplicaRollout(index=0, updated=False, available=True, outdated=True),
+          ReplicaRollout(index=1, updated=True, available=True),
+          ReplicaRollout(index=2, updated=False, available=False, outdated=True),
+          ReplicaRollout(index=3, updated=False, available=False, outdated=True)]
     assert next_replica(rs) == 2
+    # not Ready but already at the new template: no turn (a real breach there is gang termination's business)
+    assert next_replica([ReplicaRollout(index=0, updated=False, available=False)]) is None
     assert next_replica(rs[:2]) == 0
     assert next_replica([rs[1]]) is None
     assert next_replica([]) is None
