@@ -133,7 +133,11 @@ class RolloutActivities:
             return False
         patch = {k: desired[k] for k in ("updatedReplicas", "currentGenerationHash", "conditions")}
         patch["updateProgress"] = request.update_progress  # None removes it (merge patch)
-        self.kube.patch(PODCLIQUESETS, ref.namespace, ref.pcs, {"status": patch}, subresource="status")
+        # The conditions list is replaced whole (merge patch): the resourceVersion makes a concurrent writer of
+        # another condition (SpecValid) a conflict, retried with a fresh read, instead of a lost write.
+        version = obj["metadata"].get("resourceVersion")
+        self.kube.patch(PODCLIQUESETS, ref.namespace, ref.pcs,
+                        {"metadata": {"resourceVersion": version}, "status": patch}, subresource="status")
         return True
 
     @activity.defn(name="record_rollout_event")

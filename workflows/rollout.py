@@ -292,6 +292,7 @@ class RolloutWorkflow:
     @workflow.signal(name=PCS_CHANGED_SIGNAL)
     def pcs_changed(self) -> None:
         self._woken = True
+        self._set(mirrored="")  # mirror again: another writer of the PCS status may have replaced our condition
 
     @workflow.signal(name="pause")
     def pause_signal(self, request: RolloutControl | None = None) -> None:
