@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from grove.topology import ReplicaTopology
     from workflows import views
     from workflows.ids import ROLLOUT_REPORT_SIGNAL, rollout_workflow_id
-    from workflows.messages import RecreateRequest, RecreateResult, ReplicaRef, ReplicaSnapshot
+    from workflows.messages import RecreateRequest, RecreateResult, ReplicaRef, ReplicaSnapshot, ReplicaState
     from workflows.rollout_messages import ReplicaRolloutCarry, RolloutTurn, RolloutView, TurnReport
 
 # Recreating pods for a rolling update, and telling the rollout workflow how a turn ended, are commands a workflow
@@ -33,21 +33,27 @@ RunActivity = Callable[[str, Any, type, str], Awaitable[Any]]
 
 
 class ReplicaRollout:
-    """The turn, progress marks and halt of one replica; carried whole across continue-as-new."""
+    """Acts on the turn, progress marks and halt kept in the replica workflow's durable state (`owner.rollout`,
+    carried whole across continue-as-new); holds nothing durable itself."""
 
-    def __init__(self, ref: ReplicaRef, carry: ReplicaRolloutCarry | None) -> None:
+    def __init__(self, ref: ReplicaRef, owner: ReplicaState) -> None:
         self.ref = ref
-        self.state = carry or ReplicaRolloutCarry()
+        self.owner = owner
         self.step: ReplicaStep | None = None  # transient: the last round's step
         self.due: datetime | None = None  # transient: the earliest progressDeadline of the last round
+
+    @property
+    def state(self) -> ReplicaRolloutCarry:
+        return self.owner.rollout or ReplicaRolloutCarry()
+
+    @state.setter
+    def state(self, value: ReplicaRolloutCarry) -> None:
+        self.owner.rollout = value if value != ReplicaRolloutCarry() else None
 
     @property
     def active(self) -> bool:
         turn = self.state.turn
         return turn is not None and not turn.revoked
-
-    def carry(self) -> ReplicaRolloutCarry | None:
-        return self.state if self.state != ReplicaRolloutCarry() else None
 
     def grant(self, turn: RolloutTurn) -> bool:
         """Signal handler: keep the newest grant; a new seq starts a fresh progress clock. True if it changed."""
