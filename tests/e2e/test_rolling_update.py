@@ -8,6 +8,10 @@ would gang-terminate within a second.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +24,7 @@ from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, WorkerProcess, clique, pcs_manifest, wait_for
 from tests.e2e.rollout_watch import RolloutWatch, Shape
 from workflows.ids import rollout_workflow_id
-from workflows.rollout_messages import RolloutControl, RolloutControlResult, RolloutStatus
+from workflows.rollout_messages import RolloutStatus
 
 REPLICAS = 3
 SHAPE = Shape(standalone={"frontend": 2}, group_cliques={"worker": 1}, group="sg", group_replicas=2, group_min=1)
@@ -34,6 +38,12 @@ def manifest(namespace: str, name: str, *, delay: str | None = "1s", **extra: An
                         scaling_groups=[{"name": "sg", "replicas": 2, "minAvailable": 1, "cliqueNames": ["worker"]}])
     body["spec"].update(extra)
     return body
+
+
+def cli(*args: str, address: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    return subprocess.run([sys.executable, "-m", "worker.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=60)
 
 
 def set_image(cluster: Cluster, name: str, image: str) -> None:
@@ -146,21 +156,26 @@ async def test_a_worker_killed_mid_rollout_resumes_and_recreates_no_pod_twice(
 
 async def test_pause_resume_and_a_change_during_the_rollout_retargets(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, watch_factory: Any) -> None:
-    cluster.apply(manifest(cluster.namespace, "ctl"))
+    """Through the CLI, as an operator would: `grove-temporal rollout pause|status|resume`."""
+    ns, address = cluster.namespace, worker_process.temporal_address
+    cluster.apply(manifest(ns, "ctl"))
     watch = watch_factory("ctl")
     wait_for(lambda: all_at(watch, OLD), timeout=90, what="every pod Ready")
-    pcs = cluster.pcs("ctl")
-    assert pcs is not None
-    handle = temporal_client.get_workflow_handle(rollout_workflow_id(cluster.namespace, "ctl",
-                                                                     pcs["metadata"]["uid"]))
-    result = await handle.execute_update("pause", RolloutControl(reason="test"), result_type=RolloutControlResult)
-    assert result.accepted
+    missing = cli("rollout", "status", "nope", "-n", ns, address=address)
+    assert missing.returncode == 1 and f"{ns}/nope" in missing.stderr
+    paused = wait_for(lambda: (r := cli("rollout", "pause", "ctl", "-n", ns, "--reason", "test", address=address))
+                      .returncode == 0 and r, timeout=20, what="rollout pause accepted")
+    assert "accepted" in paused.stdout
     since = time.time()
     set_image(cluster, "ctl", NEW)
     await asyncio.sleep(8)
     assert all(p.image == OLD for p in watch.live()), "a paused rollout recreated pods"
-    assert (await rollout_status(temporal_client, cluster, "ctl")).phase == "Paused"
-    await handle.execute_update("resume", result_type=RolloutControlResult)
+    shown = cli("rollout", "status", "ctl", "-n", ns, "-o", "json", address=address)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["phase"] == "Paused", shown.stdout
+    table = cli("rollout", "status", "ctl", "-n", ns, address=address)
+    assert "PAUSED: test" in table.stdout and "paused: test" in table.stdout
+    resumed = cli("rollout", "resume", "ctl", "-n", ns, address=address)
+    assert resumed.returncode == 0 and "rollout resumed" in resumed.stdout
     wait_for(lambda: any(p.image == NEW for p in watch.live()), timeout=60, what="rollout moving after resume")
     # Change again while replica 0 is being updated: retarget, pods already at NEWER are not recreated again.
     set_image(cluster, "ctl", NEWER)
