@@ -271,18 +271,16 @@ class RolloutWorkflow:
 
     def _render(self) -> None:
         s = self.status()
-        lines = [f"**{s.phase}** · strategy {s.strategy} · generation `{s.generation_hash or '-'}` · "
-                 f"{s.updated_replicas} of {len(s.replicas)} replicas updated"]
+        head = [f"**{s.phase}** · strategy {s.strategy} · generation `{s.generation_hash or '-'}` · "
+                f"{s.updated_replicas} of {len(s.replicas)} replicas updated"]
         if s.current is not None:
-            lines.append(f"Turn: replica {s.current}")
+            head.append(f"Turn: replica {s.current}")
         if s.paused:
-            lines.append(f"**PAUSED**{': ' + s.pause_reason if s.pause_reason else ''}")
+            head.append(f"**PAUSED**{': ' + s.pause_reason if s.pause_reason else ''}")
         if s.halted:
-            lines.append(f"**HALTED**: {s.halted}")
-        if s.log:
-            lines += ["", "| at | step |", "|---|---|"]
-            lines += [f"| {e.at:%H:%M:%S} | {e.what} |" for e in s.log[-10:]]
-        workflow.set_current_details("\n\n".join(lines[:4]) + "\n" + "\n".join(lines[4:]))
+            head.append(f"**HALTED**: {s.halted}")
+        table = ["| at | step |", "|---|---|", *(f"| {e.at:%H:%M:%S} | {e.what} |" for e in s.log[-10:])]
+        workflow.set_current_details("\n\n".join(head) + ("\n\n" + "\n".join(table) if s.log else ""))
 
     # --- messages -------------------------------------------------------------------------------------------------
     @workflow.signal(name=ROLLOUT_REPORT_SIGNAL)
