@@ -316,7 +316,9 @@ class RolloutWorkflow:
     @workflow.query(name="status")
     def status(self) -> RolloutStatus:
         s, snap = self.state, self._snapshot
-        if snap is not None and not snap.valid:
+        if snap is None:
+            phase = "Pending"  # not read yet
+        elif not snap.valid:
             phase = "Invalid"
         elif s.halted:
             phase = "Halted"

@@ -143,7 +143,7 @@ class RolloutStatus(Message):
     ref: PcsRef
     strategy: str = "RollingRecreate"
     generation_hash: str = ""
-    phase: str = Field(description="Idle | Rolling | Paused | Halted | Complete | Invalid")
+    phase: str = Field(description="Pending | Idle | Rolling | Paused | Halted | Complete | Invalid")
     current: int | None = None
     current_since: datetime | None = None
     paused: bool = False

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from grove.rollout import ReplicaRollout
@@ -32,6 +33,27 @@ from workflows.rollout_messages import (
 )
 
 REF = PcsRef(namespace="ns", pcs="p", pcs_uid="uid-1")
+# A dev server of its own (no Kubernetes needed): marked like the stack tests, since it runs a real server binary.
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from localstack import rundirs
+    from localstack.binaries import path_of
+    from localstack.processes import ProcessRegistry
+    from localstack.temporal import TemporalDevServer
+
+    run_dir = tmp_path_factory.mktemp("rollout-temporal")
+    registry = ProcessRegistry(run_dir)
+    registry.claim(rundirs.owner_token())
+    server = TemporalDevServer(path_of("temporal"), run_dir, registry, name="temporal-rollout", headless=True)
+    server.start()
+    try:
+        server.wait_ready()
+        yield server.address
+    finally:
+        server.stop()
 
 
 @workflow.defn(name="ReplicaWorkflow")
@@ -85,7 +107,8 @@ class Script:
 
 
 @pytest.fixture
-async def env(temporal_client: Client) -> AsyncIterator[tuple[Client, Script, str]]:
+async def env(dev_server: str) -> AsyncIterator[tuple[Client, Script, str]]:
+    temporal_client = await Client.connect(dev_server, data_converter=pydantic_data_converter)
     script = Script()
     queue = f"rollout-test-{uuid.uuid4().hex[:8]}"
     async with Worker(temporal_client, task_queue=queue, workflows=[RolloutWorkflow, StubReplica],
@@ -132,6 +155,11 @@ async def test_turns_go_one_replica_at_a_time_unavailable_first(env: tuple[Clien
     script.set("g1", [(True, True, False)] * 3)
     handle = await start(client, queue, ref, 3)
     await until(lambda: _phase(handle, "Idle"), "adopted generation g1")
+
+    async def mirrored() -> bool:
+        return bool(script.mirrors)
+
+    await until(mirrored, "first mirror")
     assert script.mirrors[-1].generation_hash == "g1" and script.mirrors[-1].condition_reason == "UpdateComplete"
 
     script.set("g2", [(False, True, True), (False, True, True), (False, False, True)])
@@ -154,6 +182,11 @@ async def test_turns_go_one_replica_at_a_time_unavailable_first(env: tuple[Clien
     await handle.signal(ROLLOUT_REPORT_SIGNAL, report(1, turn1))
     done = await until(lambda: _phase(handle, "Complete"), "complete")
     assert done.updated_replicas == 3 and done.ended_at is not None
+
+    async def mirrored_end() -> bool:
+        return bool(script.mirrors and script.mirrors[-1].updated_replicas == 3)
+
+    await until(mirrored_end, "the end mirrored")
     assert [e.reason for e in script.events] == ["RolloutStarted", "RolloutCompleted"]
     assert script.mirrors[-1].condition_reason == "UpdateComplete" and script.mirrors[-1].updated_replicas == 3
     assert script.mirrors[-1].update_progress is not None and "updateEndedAt" in script.mirrors[-1].update_progress
@@ -191,8 +224,12 @@ async def test_a_halt_stops_new_turns_until_resume(env: tuple[Client, Script, st
     await handle.signal(ROLLOUT_REPORT_SIGNAL, report(0, turn, "halted", "progressDeadline exceeded by p-0-a"))
     halted = await until(lambda: _phase(handle, "Halted"), "halted")
     assert "p-0-a" in halted.halted
-    assert script.mirrors[-1].condition_status == "Unknown"
-    assert script.mirrors[-1].condition_reason == "ProgressDeadlineExceeded"
+
+    async def mirrored_halt() -> bool:
+        return bool(script.mirrors and script.mirrors[-1].condition_reason == "ProgressDeadlineExceeded")
+
+    await until(mirrored_halt, "the halt mirrored")
+    assert script.mirrors[-1].condition_status == "Unknown" and "p-0-a" in script.mirrors[-1].condition_message
     assert [e.reason for e in script.events][-1] == "ProgressDeadlineExceeded"
     await handle.signal(PCS_CHANGED_SIGNAL)
     await asyncio.sleep(1)
