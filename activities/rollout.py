@@ -29,6 +29,12 @@ from grove.rollout import (
     replica_updated,
     rollout_spec,
 )
+from workflows.contract import (
+    MIRROR_ROLLOUT_STATUS,
+    OBSERVE_ROLLOUT,
+    RECORD_ROLLOUT_EVENT,
+    RECREATE_FOR_UPDATE,
+)
 from workflows.messages import ConditionMirror, PcsState, RecreateRequest, RecreateResult, ReplicaRef
 from workflows.rollout_messages import PcsRef, RolloutEvent, RolloutSnapshot, RolloutStatusMirror
 from workflows.views import rollout_progress
@@ -40,7 +46,7 @@ class RolloutActivities:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    @activity.defn(name="observe_rollout")
+    @activity.defn(name=OBSERVE_ROLLOUT)
     @translating_errors("read PodCliqueSet for its rollout")
     def observe_rollout(self, ref: PcsRef) -> RolloutSnapshot:
         pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
@@ -85,7 +91,7 @@ class RolloutActivities:
             total_pod_cliques=counts[1], updated_scaling_groups=counts[2], total_scaling_groups=counts[3],
         )
 
-    @activity.defn(name="recreate_for_update")
+    @activity.defn(name=RECREATE_FOR_UPDATE)
     @translating_errors("recreate for a rolling update")
     def recreate_for_update(self, request: RecreateRequest) -> RecreateResult:
         """Delete the chosen outdated pods and PCSG replicas' PodCliques, each only if still the object read."""
@@ -110,7 +116,7 @@ class RolloutActivities:
                           f"{request.generation_hash}; deleted {', '.join(deleted)}")
         return RecreateResult(deleted=tuple(deleted), already_gone=tuple(gone))
 
-    @activity.defn(name="mirror_rollout_status")
+    @activity.defn(name=MIRROR_ROLLOUT_STATUS)
     @translating_errors("mirror rollout status")
     def mirror_rollout_status(self, request: RolloutStatusMirror) -> bool:
         ref = request.ref
@@ -140,7 +146,7 @@ class RolloutActivities:
                         {"metadata": {"resourceVersion": version}, "status": patch}, subresource="status")
         return True
 
-    @activity.defn(name="record_rollout_event")
+    @activity.defn(name=RECORD_ROLLOUT_EVENT)
     def record_rollout_event(self, request: RolloutEvent) -> None:
         ref = request.ref
         events.record_for_pcs(self.kube, ref.namespace, ref.pcs, ref.pcs_uid, request.reason, request.message,

@@ -15,7 +15,7 @@ from grove.release import ReleaseAfter
 from grove.rollout import RolloutSpec
 from grove.termination import Scope
 from grove.topology import ReplicaTopology
-from workflows.ids import replica_workflow_id
+from workflows.contract import replica_workflow_id
 from workflows.rollout_messages import ReplicaRolloutCarry, RolloutView
 
 

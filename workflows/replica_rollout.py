@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from grove.rollout import ReplicaStep, advance_progress, deadline_due, replica_step
     from grove.topology import ReplicaTopology
     from workflows import views
-    from workflows.ids import ROLLOUT_REPORT_SIGNAL, rollout_workflow_id
+    from workflows.contract import RECREATE_FOR_UPDATE, ROLLOUT_REPORT_SIGNAL, rollout_workflow_id
     from workflows.messages import RecreateRequest, RecreateResult, ReplicaRef, ReplicaSnapshot, ReplicaState
     from workflows.rollout_messages import ReplicaRolloutCarry, RolloutTurn, RolloutView, TurnReport
 
@@ -111,7 +111,7 @@ class ReplicaRollout:
             return step.in_progress
         request = RecreateRequest(ref=self.ref, pods=step.delete_pods, cliques=step.delete_cliques,
                                   generation_hash=turn.generation_hash, units=step.recreating)
-        await run_activity("recreate_for_update", request, RecreateResult,
+        await run_activity(RECREATE_FOR_UPDATE, request, RecreateResult,
                            f"rolling update: recreate {', '.join(step.recreating)}")
         self._note("recreated " + ", ".join(step.recreating))
         return step.in_progress

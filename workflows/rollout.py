@@ -29,10 +29,17 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from grove import names
     from grove.rollout import next_replica
-    from workflows.ids import (
+    from workflows.contract import (
+        MIRROR_ROLLOUT_STATUS,
+        OBSERVE_ROLLOUT,
+        PAUSE,
         PCS_CHANGED_SIGNAL,
+        RECORD_ROLLOUT_EVENT,
+        RESUME,
         ROLLOUT_REPORT_SIGNAL,
         ROLLOUT_TURN_SIGNAL,
+        ROLLOUT_WORKFLOW,
+        STATUS_QUERY,
         replica_workflow_id,
     )
     from workflows.rollout_messages import (
@@ -54,7 +61,7 @@ TIMEOUT = timedelta(seconds=60)
 LOG_KEPT = 40
 
 
-@workflow.defn(name="RolloutWorkflow")
+@workflow.defn(name=ROLLOUT_WORKFLOW)
 class RolloutWorkflow:
     @workflow.init
     def __init__(self, input: RolloutInput) -> None:
@@ -95,7 +102,7 @@ class RolloutWorkflow:
     async def _observe(self) -> RolloutSnapshot | None:
         try:
             result: RolloutSnapshot = await workflow.execute_activity(
-                "observe_rollout", self.ref, result_type=RolloutSnapshot, start_to_close_timeout=TIMEOUT,
+                OBSERVE_ROLLOUT, self.ref, result_type=RolloutSnapshot, start_to_close_timeout=TIMEOUT,
                 retry_policy=RETRY, summary=f"read {self.ref} for its rollout")
             return result
         except ActivityError as err:
@@ -238,7 +245,7 @@ class RolloutWorkflow:
         if digest == state.mirrored:
             return
         try:
-            await workflow.execute_activity("mirror_rollout_status", request, result_type=bool,
+            await workflow.execute_activity(MIRROR_ROLLOUT_STATUS, request, result_type=bool,
                                             start_to_close_timeout=TIMEOUT, retry_policy=RETRY,
                                             summary=f"mirror rollout status: {condition[1]}")
             self._set(mirrored=digest)
@@ -254,7 +261,7 @@ class RolloutWorkflow:
 
     async def _event(self, reason: str, message: str, type: str = "Normal") -> None:
         try:
-            await workflow.execute_activity("record_rollout_event", RolloutEvent(ref=self.ref, reason=reason,
+            await workflow.execute_activity(RECORD_ROLLOUT_EVENT, RolloutEvent(ref=self.ref, reason=reason,
                                                                                  message=message, type=type),
                                             start_to_close_timeout=TIMEOUT, retry_policy=RETRY,
                                             summary=f"event {reason}")
@@ -292,28 +299,28 @@ class RolloutWorkflow:
         self._woken = True
         self._set(mirrored="")  # mirror again: another writer of the PCS status may have replaced our condition
 
-    @workflow.signal(name="pause")
+    @workflow.signal(name=PAUSE)
     def pause_signal(self, request: RolloutControl | None = None) -> None:
         self._pause(request or RolloutControl())
 
-    @workflow.signal(name="resume")
+    @workflow.signal(name=RESUME)
     def resume_signal(self) -> None:
         self._resume()
 
-    @workflow.update(name="pause")
+    @workflow.update(name=PAUSE)
     def pause_update(self, request: RolloutControl) -> RolloutControlResult:
         was = self.state.paused
         self._pause(request)
         return RolloutControlResult(accepted=True, message="already paused" if was else "rollout paused")
 
-    @workflow.update(name="resume")
+    @workflow.update(name=RESUME)
     def resume_update(self) -> RolloutControlResult:
         was, halted = self.state.paused, self.state.halted
         self._resume()
         message = ("rollout resumed" if was else "was not paused") + (f"; halt cleared ({halted})" if halted else "")
         return RolloutControlResult(accepted=True, message=message)
 
-    @workflow.query(name="status")
+    @workflow.query(name=STATUS_QUERY)
     def status(self) -> RolloutStatus:
         s, snap = self.state, self._snapshot
         if snap is None:

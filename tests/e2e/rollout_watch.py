@@ -4,13 +4,11 @@ recreated."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
-from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube
+from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch
 from grove import names
 from tests.e2e.harness import is_ready
 
@@ -43,46 +41,25 @@ class RolloutWatch:
         self.kube, self.namespace, self.pcs, self.replicas, self.shape = kube, namespace, pcs, replicas, shape
         self.pods: dict[str, PodState] = {}  # uid -> latest state (deleted pods removed)
         self.incarnations: dict[str, list[tuple[str, str]]] = {}  # pod name -> [(uid, image)] in order seen
-        self.max_unavailable_since: dict[float, int] = {}
         self.unavailable_samples: list[tuple[float, tuple[int, ...]]] = []
         self.update_in_progress: set[str] = set()  # PCLQs seen with MinAvailableBreached reason UpdateInProgress
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._streams: list[Any] = []
+        self._watches: list[ListWatch] = []
 
     def start(self) -> RolloutWatch:
         for resource in (PODS, PODCLIQUES):
-            thread = threading.Thread(target=self._follow, args=(resource,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            watch = ListWatch(self.kube, resource, self.namespace,
+                              lambda event, obj, _relisted, kind=resource.kind: self._note(kind, event, obj),
+                              label_selector=f"{names.LABEL_PART_OF}={self.pcs}", watch_timeout_seconds=60,
+                              backoff=(0.2, 0.2))
+            self._watches.append(watch.start(name=f"rollout-watch-{resource.plural}"))
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for stream in self._streams:
-            with contextlib.suppress(Exception):
-                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
-        for thread in self._threads:
-            thread.join(5)
-
-    def _follow(self, resource: Any) -> None:
-        selector = f"{names.LABEL_PART_OF}={self.pcs}"
-        while not self._stop.is_set():
-            try:
-                listing = self.kube.list(resource, self.namespace, label_selector=selector)
-                for obj in listing.get("items") or []:
-                    self._note(resource.kind, "ADDED", obj)
-                version = listing["metadata"]["resourceVersion"]
-                for event in self.kube.watch(resource, self.namespace, resource_version=version, timeout_seconds=60,
-                                             label_selector=selector, on_open=self._streams.append):
-                    if self._stop.is_set():
-                        return
-                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        self._note(resource.kind, event["type"], event["object"])
-            except Exception:  # noqa: BLE001 - a relist, or the stream closed while stopping
-                if self._stop.wait(0.2):
-                    return
+        for watch in self._watches:
+            watch.stop()
+        for watch in self._watches:
+            watch.stop(join_seconds=5)
 
     def _note(self, kind: str, event: str, obj: JSON) -> None:
         meta = obj["metadata"]

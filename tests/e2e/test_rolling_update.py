@@ -23,7 +23,7 @@ from activities.kubeapi import PODS as PODS_RESOURCE
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, WorkerProcess, clique, pcs_manifest, wait_for
 from tests.e2e.rollout_watch import RolloutWatch, Shape
-from workflows.ids import rollout_workflow_id
+from workflows.contract import rollout_workflow_id
 from workflows.rollout_messages import RolloutStatus
 
 REPLICAS = 3

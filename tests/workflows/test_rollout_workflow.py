@@ -17,7 +17,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from grove.rollout import ReplicaRollout
-from workflows.ids import PCS_CHANGED_SIGNAL, ROLLOUT_REPORT_SIGNAL, ROLLOUT_TURN_SIGNAL, replica_workflow_id
+from workflows.contract import (
+    MIRROR_ROLLOUT_STATUS,
+    OBSERVE_ROLLOUT,
+    PCS_CHANGED_SIGNAL,
+    RECORD_ROLLOUT_EVENT,
+    ROLLOUT_REPORT_SIGNAL,
+    ROLLOUT_TURN_SIGNAL,
+    replica_workflow_id,
+)
 from workflows.rollout import RolloutWorkflow
 from workflows.rollout_messages import (
     PcsRef,
@@ -90,16 +98,16 @@ class Script:
                            for i, (u, a, o) in enumerate(replicas)))
 
     def activities(self) -> list[Callable[..., Any]]:
-        @activity.defn(name="observe_rollout")
+        @activity.defn(name=OBSERVE_ROLLOUT)
         async def observe(ref: PcsRef) -> RolloutSnapshot:
             return self.snapshot
 
-        @activity.defn(name="mirror_rollout_status")
+        @activity.defn(name=MIRROR_ROLLOUT_STATUS)
         async def mirror(request: RolloutStatusMirror) -> bool:
             self.mirrors.append(request)
             return True
 
-        @activity.defn(name="record_rollout_event")
+        @activity.defn(name=RECORD_ROLLOUT_EVENT)
         async def event(request: RolloutEvent) -> None:
             self.events.append(request)
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from worker.commands.ops import Address, Namespace, Output, TemporalNamespace, _check_output, _json, _run
+from workflows.contract import PAUSE, RESUME, STATUS_QUERY
 
 rollout_app = typer.Typer(help="See, pause and resume the rolling update of a PodCliqueSet.", no_args_is_help=True)
 Pcs = Annotated[str, typer.Argument(help="PodCliqueSet name")]
@@ -23,10 +24,9 @@ def register(app: typer.Typer) -> None:
 
 async def _find(client: Any, namespace: str, pcs: str) -> str:
     from worker.ops import OperatorError
+    from workflows.contract import rollout_query
 
-    query = (f"WorkflowType = 'RolloutWorkflow' AND ExecutionStatus = 'Running' AND GroveNamespace = '{namespace}' "
-             f"AND GrovePodCliqueSet = '{pcs}'")
-    found = [w.id async for w in client.list_workflows(query)]
+    found = [w.id async for w in client.list_workflows(rollout_query(namespace=namespace, pcs=pcs))]
     if not found:
         raise OperatorError(f"PodCliqueSet {namespace}/{pcs}: no running rollout workflow (check the name and "
                             "--namespace, that the PCS is applied, and that a worker is running)")
@@ -42,7 +42,7 @@ def status(pcs: Pcs, namespace: Namespace = "default", output: Output = "table",
 
     async def body(client: Any) -> RolloutStatus:
         handle = client.get_workflow_handle(await _find(client, namespace, pcs))
-        result: RolloutStatus = await handle.query("status", result_type=RolloutStatus)
+        result: RolloutStatus = await handle.query(STATUS_QUERY, result_type=RolloutStatus)
         return result
 
     result = _run(temporal_address, temporal_namespace, body)
@@ -100,11 +100,11 @@ def pause(pcs: Pcs, namespace: Namespace = "default",
     """Stop recreating pods (the replica whose turn it is keeps it; no new turn starts)."""
     from workflows.rollout_messages import RolloutControl
 
-    _control(pcs, namespace, output, temporal_address, temporal_namespace, "pause", RolloutControl(reason=reason))
+    _control(pcs, namespace, output, temporal_address, temporal_namespace, PAUSE, RolloutControl(reason=reason))
 
 
 @rollout_app.command("resume")
 def resume(pcs: Pcs, namespace: Namespace = "default", output: Output = "table", temporal_address: Address = None,
            temporal_namespace: TemporalNamespace = "default") -> None:
     """Undo pause; also restarts a rollout halted by its progressDeadline (the replica's turn starts afresh)."""
-    _control(pcs, namespace, output, temporal_address, temporal_namespace, "resume", None)
+    _control(pcs, namespace, output, temporal_address, temporal_namespace, RESUME, None)
