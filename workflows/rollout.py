@@ -87,10 +87,10 @@ class RolloutWorkflow:
                 if snapshot.pcs_state != "Present":
                     workflow.logger.info("rollout workflow completes: PodCliqueSet %s", snapshot.pcs_state)
                     return snapshot.pcs_state
+                self._snapshot = snapshot  # the status query answers from the read the decisions rest on
                 if snapshot.valid:
                     await self._decide(snapshot)
                     await self._mirror(snapshot)
-                self._snapshot = snapshot
             self._render()
             active = self.state.current is not None or self._grant_failed or snapshot is None
             timeout = input.active_resync if active else input.idle_resync
