@@ -17,7 +17,7 @@ from temporalio import activity
 from activities import events
 from activities.fanout import fan_out
 from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, Kube
-from activities.replica import translating_errors
+from activities.replica import delete_incarnations, pcs_still_ours, translating_errors
 from activities.status import merged_conditions
 from activities.view import ClusterView, clique_states, name_of, read_spec, uid_of
 from grove import names
@@ -96,15 +96,11 @@ class RolloutActivities:
     def recreate_for_update(self, request: RecreateRequest) -> RecreateResult:
         """Delete the chosen outdated pods and PCSG replicas' PodCliques, each only if still the object read."""
         ref = request.ref
-        pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
-        if pcs is None or uid_of(pcs) != ref.pcs_uid:
+        if not pcs_still_ours(self.kube, ref):
             return RecreateResult(already_gone=(*request.pods, *request.cliques))
-        deleted: list[str] = []
-        gone: list[str] = []
-        for name, uid in sorted(request.cliques.items()):
-            # Foreground: the PodClique goes after its pods, so the recreated one never meets them (as terminate).
-            ok = self.kube.delete(PODCLIQUES, ref.namespace, name, uid=uid, propagation="Foreground")
-            (deleted if ok else gone).append(f"PodClique/{name}")
+        pclqs_deleted, pclqs_gone = delete_incarnations(self.kube, ref.namespace, request.cliques)
+        deleted = [f"PodClique/{name}" for name in pclqs_deleted]
+        gone = [f"PodClique/{name}" for name in pclqs_gone]
         for name, uid in sorted(request.pods.items()):
             ok = self.kube.delete(PODS, ref.namespace, name, uid=uid)
             (deleted if ok else gone).append(f"Pod/{name}")

@@ -8,9 +8,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch
+from activities.kubeapi import JSON, Kube, ListWatch
 from grove import names
-from tests.e2e.harness import is_ready
+from tests.e2e.harness import follow_pods_and_pclqs, is_ready, stop_watches
 
 
 @dataclass(frozen=True)
@@ -47,19 +47,12 @@ class RolloutWatch:
         self._watches: list[ListWatch] = []
 
     def start(self) -> RolloutWatch:
-        for resource in (PODS, PODCLIQUES):
-            watch = ListWatch(self.kube, resource, self.namespace,
-                              lambda event, obj, _relisted, kind=resource.kind: self._note(kind, event, obj),
-                              label_selector=f"{names.LABEL_PART_OF}={self.pcs}", watch_timeout_seconds=60,
-                              backoff=(0.2, 0.2))
-            self._watches.append(watch.start(name=f"rollout-watch-{resource.plural}"))
+        self._watches = follow_pods_and_pclqs(self.kube, self.namespace, self._note, name="rollout-watch",
+                                              label_selector=f"{names.LABEL_PART_OF}={self.pcs}")
         return self
 
     def stop(self) -> None:
-        for watch in self._watches:
-            watch.stop()
-        for watch in self._watches:
-            watch.stop(join_seconds=5)
+        stop_watches(self._watches)
 
     def _note(self, kind: str, event: str, obj: JSON) -> None:
         meta = obj["metadata"]

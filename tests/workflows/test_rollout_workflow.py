@@ -132,6 +132,17 @@ async def start(client: Client, queue: str, ref: PcsRef, replicas: int) -> Workf
                                        task_queue=queue)
 
 
+async def rolling(client: Client, script: Script, queue: str, replicas: int) -> tuple[PcsRef, WorkflowHandle[Any, Any]]:
+    """A rollout workflow idle at generation g1, then told of g2 (every replica outdated and available)."""
+    ref = REF.model_copy(update={"pcs_uid": uuid.uuid4().hex})
+    script.set("g1", [(True, True, False)] * replicas)
+    handle = await start(client, queue, ref, replicas)
+    await until(lambda: _phase(handle, "Idle"), "idle")
+    script.set("g2", [(False, True, True)] * replicas)
+    await handle.signal(PCS_CHANGED_SIGNAL)
+    return ref, handle
+
+
 async def turns(client: Client, ref: PcsRef, replica: int) -> list[RolloutTurn]:
     handle = client.get_workflow_handle(replica_workflow_id(ref.namespace, ref.pcs, ref.pcs_uid, replica))
     return await handle.query("turns", result_type=list[RolloutTurn])
@@ -202,12 +213,7 @@ async def test_turns_go_one_replica_at_a_time_unavailable_first(env: tuple[Clien
 
 async def test_a_change_mid_turn_retargets_the_same_replica(env: tuple[Client, Script, str]) -> None:
     client, script, queue = env
-    ref = REF.model_copy(update={"pcs_uid": uuid.uuid4().hex})
-    script.set("g1", [(True, True, False)] * 2)
-    handle = await start(client, queue, ref, 2)
-    await until(lambda: _phase(handle, "Idle"), "idle")
-    script.set("g2", [(False, True, True)] * 2)
-    await handle.signal(PCS_CHANGED_SIGNAL)
+    ref, handle = await rolling(client, script, queue, 2)
     await until(lambda: turns(client, ref, 0), "turn for g2")
     script.set("g3", [(False, True, True)] * 2)
     await handle.signal(PCS_CHANGED_SIGNAL)
@@ -222,12 +228,7 @@ async def test_a_change_mid_turn_retargets_the_same_replica(env: tuple[Client, S
 
 async def test_a_halt_stops_new_turns_until_resume(env: tuple[Client, Script, str]) -> None:
     client, script, queue = env
-    ref = REF.model_copy(update={"pcs_uid": uuid.uuid4().hex})
-    script.set("g1", [(True, True, False)] * 2)
-    handle = await start(client, queue, ref, 2)
-    await until(lambda: _phase(handle, "Idle"), "idle")
-    script.set("g2", [(False, True, True)] * 2)
-    await handle.signal(PCS_CHANGED_SIGNAL)
+    ref, handle = await rolling(client, script, queue, 2)
     turn = (await until(lambda: turns(client, ref, 0), "turn"))[0]
     await handle.signal(ROLLOUT_REPORT_SIGNAL, report(0, turn, "halted", "progressDeadline exceeded by p-0-a"))
     halted = await until(lambda: _phase(handle, "Halted"), "halted")
