@@ -31,6 +31,7 @@ from grove import names
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
+from grove.release import releasable as releasable_pod
 from grove.rollout import rollout_spec
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
@@ -137,7 +138,7 @@ def clique_states(view: ClusterView, plan: ReplicaPlan | None = None) -> dict[st
         releasable: dict[str, str] = {}
         for pod in pods:
             gang = (pod["metadata"].get("labels") or {}).get(names.LABEL_PODGANG, "")
-            if pod_gated(pod) and name_of(pod) in references.get(gang, ()):
+            if releasable_pod(pod_gated(pod), name_of(pod), references.get(gang, ())):
                 releasable[name_of(pod)] = uid_of(pod)
         target = planned.get(name, "")
         outdated = {name_of(p): uid_of(p) for p in pods if target and _outdated(p, target)}
