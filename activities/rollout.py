@@ -134,7 +134,11 @@ class RolloutActivities:
         if desired == status:
             return False
         patch = {k: desired[k] for k in ("updatedReplicas", "currentGenerationHash", "conditions")}
-        patch["updateProgress"] = request.update_progress  # None removes it (merge patch)
+        # A merge patch keeps keys it does not name: a key no longer wanted (currentlyUpdating once a turn ended) is
+        # named with null; None for the whole object removes it.
+        had = status.get("updateProgress") or {}
+        patch["updateProgress"] = None if request.update_progress is None else {
+            **{key: None for key in had if key not in request.update_progress}, **request.update_progress}
         # The conditions list is replaced whole (merge patch): the resourceVersion makes a concurrent writer of
         # another condition (SpecValid) a conflict, retried with a fresh read, instead of a lost write.
         version = obj["metadata"].get("resourceVersion")

@@ -124,6 +124,7 @@ async def test_image_change_rolls_one_replica_at_a_time_without_gang_termination
     condition = next(c for c in status["conditions"] if c["type"] == "UpdateInProgress")
     assert (condition["status"], condition["reason"]) == ("False", "UpdateComplete")
     assert status["updateProgress"]["updatedPodCliquesCount"] == status["updateProgress"]["totalPodCliquesCount"] == 3
+    assert "currentlyUpdating" not in status["updateProgress"], status["updateProgress"]
     pclq = cluster.pclq("roll-0-frontend")
     assert pclq is not None and pclq["status"]["updatedReplicas"] == 2
     assert pclq["status"]["currentPodTemplateHash"] == next(
