@@ -2,7 +2,8 @@
 
 They talk to the PCS's rollout workflow (`rollout/<namespace>/<name>/<uid>`, found through Temporal visibility):
 the status query, and the `pause`/`resume` updates (also available as signals of the same names).
-Exit codes: 0 done/accepted, 1 not found or rejected (the message names the argument), 2 usage error.
+The namespace is chosen as for the other operator commands (`-n`, else the kubeconfig context's, else `default`);
+`-o json|yaml` prints the shared CLI schema (worker/output.py). Exit codes: 0 done/accepted, 1 not found or rejected (the message names the argument), 2 usage error.
 """
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ from typing import Annotated, Any
 
 import typer
 
-from worker.commands.ops import Address, Namespace, Output, TemporalNamespace, _check_output, _json, _run
+from worker.commands.ops import (
+    Address,
+    Namespace,
+    Output,
+    TemporalNamespace,
+    _check_output,
+    _emit,
+    _namespace,
+    _run,
+)
 from workflows.contract import PAUSE, RESUME, STATUS_QUERY
 
 rollout_app = typer.Typer(help="See, pause and resume the rolling update of a PodCliqueSet.", no_args_is_help=True)
@@ -34,20 +44,22 @@ async def _find(client: Any, namespace: str, pcs: str) -> str:
 
 
 @rollout_app.command("status")
-def status(pcs: Pcs, namespace: Namespace = "default", output: Output = "table", temporal_address: Address = None,
+def status(pcs: Pcs, namespace: Namespace = None, output: Output = "table", temporal_address: Address = None,
            temporal_namespace: TemporalNamespace = "default") -> None:
     """Phase, generation, whose turn it is, replicas updated, and the rollout log."""
     _check_output(output)
     from workflows.rollout_messages import RolloutStatus
 
+    scope = _namespace(namespace)
+
     async def body(client: Any) -> RolloutStatus:
-        handle = client.get_workflow_handle(await _find(client, namespace, pcs))
+        handle = client.get_workflow_handle(await _find(client, scope, pcs))
         result: RolloutStatus = await handle.query(STATUS_QUERY, result_type=RolloutStatus)
         return result
 
     result = _run(temporal_address, temporal_namespace, body)
-    if output == "json":
-        _json(result.model_dump(mode="json"))
+    if output != "table":
+        _emit(result, output)
         return
     typer.echo(f"{result.ref}  {result.phase}  strategy {result.strategy}  generation {result.generation_hash or '-'}"
                f"  updated {result.updated_replicas}/{len(result.replicas)}")
@@ -69,13 +81,15 @@ def status(pcs: Pcs, namespace: Namespace = "default", output: Output = "table",
         typer.echo(f"{step.at:%H:%M:%S}  {step.what}")
 
 
-def _control(pcs: str, namespace: str, output: str, address: str | None, temporal_namespace: str, name: str,
+def _control(pcs: str, namespace: str | None, output: str, address: str | None, temporal_namespace: str, name: str,
              arg: Any | None) -> None:
     _check_output(output)
     from workflows.rollout_messages import RolloutControlResult
 
+    scope = _namespace(namespace)
+
     async def body(client: Any) -> tuple[str, RolloutControlResult]:
-        workflow_id = await _find(client, namespace, pcs)
+        workflow_id = await _find(client, scope, pcs)
         handle = client.get_workflow_handle(workflow_id)
         if arg is None:
             result = await handle.execute_update(name, result_type=RolloutControlResult)
@@ -84,8 +98,8 @@ def _control(pcs: str, namespace: str, output: str, address: str | None, tempora
         return workflow_id, result
 
     workflow_id, result = _run(address, temporal_namespace, body)
-    if output == "json":
-        _json({"workflowId": workflow_id, **result.model_dump(mode="json")})
+    if output != "table":
+        _emit({"workflowId": workflow_id, "accepted": result.accepted, "message": result.message}, output)
     else:
         typer.echo(f"{workflow_id}: {'accepted' if result.accepted else 'rejected'}: {result.message}")
     if not result.accepted:
@@ -93,7 +107,7 @@ def _control(pcs: str, namespace: str, output: str, address: str | None, tempora
 
 
 @rollout_app.command("pause")
-def pause(pcs: Pcs, namespace: Namespace = "default",
+def pause(pcs: Pcs, namespace: Namespace = None,
           reason: Annotated[str, typer.Option(help="why; shown in rollout status and the Temporal UI")] = "",
           output: Output = "table", temporal_address: Address = None,
           temporal_namespace: TemporalNamespace = "default") -> None:
@@ -104,7 +118,7 @@ def pause(pcs: Pcs, namespace: Namespace = "default",
 
 
 @rollout_app.command("resume")
-def resume(pcs: Pcs, namespace: Namespace = "default", output: Output = "table", temporal_address: Address = None,
+def resume(pcs: Pcs, namespace: Namespace = None, output: Output = "table", temporal_address: Address = None,
            temporal_namespace: TemporalNamespace = "default") -> None:
     """Undo pause; also restarts a rollout halted by its progressDeadline (the replica's turn starts afresh)."""
     _control(pcs, namespace, output, temporal_address, temporal_namespace, RESUME, None)
