@@ -22,6 +22,7 @@ from activities.fanout import FANOUT_THREADS
 from activities.kubeapi import Kube, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
+from activities.rollout import RolloutActivities
 from worker.config import TemporalSettings, WorkerSettings
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
@@ -30,11 +31,12 @@ from workflows.contract import reconciler_workflow_id
 from workflows.messages import ReconcilerInput
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
+from workflows.rollout import RolloutWorkflow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow]
+WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow]
 
 
 async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None) -> Client:
@@ -90,6 +92,7 @@ def _read(path: str | None) -> bytes | None:
 def activities_for(kube: Kube, client: Client) -> list[Callable[..., Any]]:
     replica = ReplicaActivities(kube)
     reconcile = ReconcileActivities(kube, client)
+    rollout = RolloutActivities(kube)
     return [
         replica.observe_replica,
         replica.ensure_replica,
@@ -100,6 +103,10 @@ def activities_for(kube: Kube, client: Client) -> list[Callable[..., Any]]:
         replica.record_event,
         reconcile.sync_pcs_batch,
         reconcile.sweep_replica_workflows,
+        rollout.observe_rollout,
+        rollout.recreate_for_update,
+        rollout.mirror_rollout_status,
+        rollout.record_rollout_event,
     ]
 
 

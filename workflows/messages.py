@@ -12,9 +12,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from grove.evaluate import ReplicaMemory
 from grove.release import ReleaseAfter
+from grove.rollout import RolloutSpec
 from grove.termination import Scope
 from grove.topology import ReplicaTopology
 from workflows.contract import replica_workflow_id
+from workflows.rollout_messages import ReplicaRolloutCarry, RolloutView
 
 
 class Message(BaseModel):
@@ -56,6 +58,12 @@ class CliqueState(Message):
     releasable: dict[str, str] = Field(
         default_factory=dict, description="gated pods already referenced by their PodGang: name -> UID"
     )
+    # Rolling updates (grove.rollout); empty when the spec could not be planned.
+    target_hash: str = Field(default="", description="pod template hash the current spec gives this PodClique")
+    outdated: dict[str, str] = Field(
+        default_factory=dict, description="live pods labelled with another pod template hash: name -> UID")
+    outdated_ready: tuple[str, ...] = Field(default=(), description="the outdated pods that are Ready")
+    updated_ready: int = Field(default=0, description="Ready pods at the target template")
 
 
 class Nudge(Message):
@@ -82,6 +90,7 @@ class ReplicaSnapshot(Message):
     drift: tuple[str, ...] = Field(
         default=(), description="what materialising would change: missing or surplus objects, stale references"
     )
+    rollout: RolloutSpec | None = Field(default=None, description="update strategy and budgets of the current spec")
 
     @property
     def valid(self) -> bool:
@@ -127,6 +136,22 @@ class TerminateResult(Message):
     at: AwareDatetime = Field(description="activity clock when the deletes were issued")
 
 
+class RecreateRequest(Message):
+    """Rolling update step: delete these outdated pods and whole PCSG replicas (their PodCliques); materialising
+    recreates them from the current template (grove.rollout.replica_step chose them)."""
+
+    ref: ReplicaRef
+    pods: dict[str, str] = Field(default_factory=dict, description="pod name -> UID read this round")
+    cliques: dict[str, str] = Field(default_factory=dict, description="PCLQ name -> UID read this round")
+    generation_hash: str
+    units: tuple[str, ...] = ()
+
+
+class RecreateResult(Message):
+    deleted: tuple[str, ...] = ()
+    already_gone: tuple[str, ...] = ()
+
+
 class ConditionMirror(Message):
     type: str
     status: str
@@ -142,6 +167,7 @@ class ObjectStatusMirror(Message):
     uid: str | None = None
     fields: dict[str, int] = Field(default_factory=dict)
     conditions: tuple[ConditionMirror, ...] = ()
+    texts: dict[str, str] = Field(default_factory=dict, description="string status fields (currentPodTemplateHash)")
 
 
 class MirrorRequest(Message):
@@ -234,6 +260,7 @@ class ReplicaState(BaseModel):
     announced_breaches: dict[str, str] = Field(
         default_factory=dict, description="breached PodClique/PCSG -> breach start announced with an Event"
     )
+    rollout: ReplicaRolloutCarry | None = Field(default=None, description="this replica's rolling update turn")
 
 
 class ReplicaInput(Message):
@@ -297,6 +324,7 @@ class ReplicaStatus(Message):
     rejected: tuple[str, ...] = Field(default=(), description="recent control requests that were rejected, why")
     observed_at: datetime | None = None
     runs: int = 1
+    rollout: RolloutView | None = Field(default=None, description="the rolling update turn, while it has one")
 
 
 # --- reconciler --------------------------------------------------------------------------------------------------

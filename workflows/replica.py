@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         RELEASE_GATES,
         REPLICA_WORKFLOW,
         RESUME,
+        ROLLOUT_TURN_SIGNAL,
         STATUS_QUERY,
         TERMINATE_GANG,
     )
@@ -66,6 +67,8 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
+    from workflows.replica_rollout import ReplicaRollout
+    from workflows.rollout_messages import RolloutTurn
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -92,6 +95,7 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
+        self._rollout = ReplicaRollout(input.ref, self.state)  # acts on the rolling update turn in self.state
         # transient: rebuilt by the next observation
         self._nudged = True  # look again at the next chance (set by the workflow itself, or an untimed nudge)
         self._timed_nudges = False  # decided once per run, by TIMED_NUDGES_PATCH
@@ -161,7 +165,9 @@ class ReplicaWorkflow:
             self._set_phase(Phase.INVALID)
             return None
         await self._release_gates(topology, snapshot)
-        evaluation = evaluate_replica(topology, views.observation(snapshot), self.state.memory, workflow.now())
+        updating = await self._roll(topology, snapshot)
+        evaluation = evaluate_replica(topology, views.observation(snapshot, updating), self.state.memory,
+                                      workflow.now())
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
         await self._announce_breaches(evaluation)
@@ -176,6 +182,16 @@ class ReplicaWorkflow:
             self._set_phase(Phase.CREATING)
         return None
 
+    async def _roll(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> frozenset[str]:
+        """The rolling update step of this round, while the rollout workflow has granted this replica a turn."""
+        if not self._rollout.active:
+            return frozenset()
+        hold = self.state.paused or self._held
+        updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity)
+        if self._rollout.step is not None and self._rollout.step.acts and not hold:
+            self._nudged = True  # recreate what was deleted at once
+        return updating
+
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
         workflow.logger.info("replica workflow completes: %s: %s", phase.value, message)
         return ReplicaOutcome(phase=phase, message=message, terminations_total=self.state.terminations_total)
@@ -189,6 +205,10 @@ class ReplicaWorkflow:
         elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = views.timer_summary(deadlines)
+        if self._retry_after is None and self._rollout.due is not None:
+            until = max(self._rollout.due - workflow.now(), timedelta(0))
+            if timeout is None or until < timeout:
+                timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
         # After a failed round only a new control request cuts the back-off short (a request still queued from
         # before would otherwise spin the loop against the failing activity).
         tickets = self._tickets if self._retry_after is not None else None
@@ -366,6 +386,7 @@ class ReplicaWorkflow:
                 deadlines=status.deadlines, gates=self._gates,
                 last_termination=self.state.terminations[-1] if self.state.terminations else None,
                 terminations_total=self.state.terminations_total,
+                rollout=self._rollout.markdown(),
             )
         )
 
@@ -416,6 +437,12 @@ class ReplicaWorkflow:
         began = snapshot.read_from or scheduled_at
         if began is not None and (self._observed_from is None or began > self._observed_from):
             self._observed_from = began
+
+    @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
+    def rollout_turn(self, turn: RolloutTurn) -> None:
+        """The rollout workflow grants (or changes, or revokes) this replica's turn of a rolling update."""
+        if self._rollout.grant(turn):
+            self._nudged = True
 
     @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -474,6 +501,7 @@ class ReplicaWorkflow:
             if self._evaluation and (self.state.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.state.runs,
+            rollout=self._rollout.view(),
         )
 
     # --- control helpers -------------------------------------------------------------------------------------------

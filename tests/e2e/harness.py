@@ -166,6 +166,25 @@ class Cluster:
         return replica_workflow_id(self.namespace, pcs, obj["metadata"]["uid"], replica)
 
 
+def follow_pods_and_pclqs(kube: Kube, namespace: str, note: Callable[[str, str, JSON], object], *,
+                          name: str, label_selector: str | None = None) -> list[ListWatch]:
+    """Follow the namespace's pods and PodCliques from threads: note(kind, ADDED | MODIFIED | DELETED, object)."""
+    watches = []
+    for resource in (PODS, PODCLIQUES):
+        watch = ListWatch(kube, resource, namespace,
+                          lambda event, obj, _relisted, kind=resource.kind: note(kind, event, obj),
+                          label_selector=label_selector, watch_timeout_seconds=60, backoff=(0.2, 0.2))
+        watches.append(watch.start(name=f"{name}-{resource.plural}"))
+    return watches
+
+
+def stop_watches(watches: list[ListWatch]) -> None:
+    for watch in watches:
+        watch.stop()
+    for watch in watches:
+        watch.stop(join_seconds=5)
+
+
 class Timeline:
     """Watches the namespace's pods and PodCliques from a thread and notes, on the wall clock, when each object
     (by UID) was first seen, released (our gate gone), scheduled, Ready, and marked for deletion. Watch events
@@ -182,18 +201,12 @@ class Timeline:
         self._lock = threading.Lock()
 
     def start(self) -> Timeline:
-        for resource in (PODS, PODCLIQUES):
-            watch = ListWatch(self.kube, resource, self.namespace,
-                              lambda _event, obj, _relisted, kind=resource.kind: self._note(kind, obj),
-                              watch_timeout_seconds=60, backoff=(0.2, 0.2))
-            self._watches.append(watch.start(name=f"timeline-{resource.plural}"))
+        self._watches = follow_pods_and_pclqs(self.kube, self.namespace, lambda kind, _event, obj: self._note(kind, obj),
+                                              name="timeline")
         return self
 
     def stop(self) -> None:
-        for watch in self._watches:
-            watch.stop()
-        for watch in self._watches:
-            watch.stop(join_seconds=5)
+        stop_watches(self._watches)
 
     def _note(self, kind: str, obj: JSON) -> None:
         now = time.time()
