@@ -33,6 +33,7 @@ from activities.kubeapi import (
     Kube,
     KubeError,
 )
+from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from activities.status import mirror, mirror_pcs
 from activities.view import (
     ClusterView,
@@ -49,7 +50,6 @@ from activities.view import (
 )
 from grove import manifests, names
 from grove.plan import ReplicaPlan
-from worker.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from workflows.messages import (
     DeleteReplicaResult,
     EnsureResult,
