@@ -97,26 +97,32 @@ def _describe(built) -> str:  # type: ignore[no-untyped-def]
 def prepare_command(
     stop: Annotated[bool, typer.Option(help="Stop the engine afterwards if this command started it.")] = True,
 ) -> None:
-    """Everything the container tests need, cached; where no engine can be started, say why and exit 0."""
+    """Everything the container and chart tests need, cached: helm always; where a Docker Engine can be found or
+    started, also the compose plugin and the images (else one line saying why, and exit 0)."""
     from localstack import engine as engines
+    from localstack.binaries import BinaryUnavailableError, ensure, stderr_log
+    from localstack.compose import install_plugin
 
     started = time.monotonic()
     try:
-        engine = engines.ensure_engine(_log)
-    except engines.EngineUnavailableError as error:
-        typer.echo(f"containers: skipped, no Docker Engine: {error}")
-        return
-    try:
-        for installed in _tools():
-            typer.echo(f"{installed.name:<9} {installed.version} {installed.obtained}")
-        from localstack.compose import install_plugin
-
-        install_plugin()
-        for built in _images(engine):
-            typer.echo(_describe(built))
-    finally:
-        if stop and engine.started_pid:
-            engines.stop_started(_log)
+        for installed in ensure(["helm"], log=stderr_log):
+            typer.echo(f"helm      {installed.version}  {installed.obtained}")
+        try:
+            engine = engines.ensure_engine(_log)
+        except engines.EngineUnavailableError as error:
+            typer.echo(f"containers: images skipped, no Docker Engine: {error}")
+            return
+        try:
+            for installed in ensure(["docker-compose"], log=stderr_log):
+                typer.echo(f"compose   {installed.version}  {installed.obtained}; plugin {install_plugin()}")
+            for built in _images(engine):
+                typer.echo(_describe(built))
+        finally:
+            if stop and engine.started_pid:
+                engines.stop_started(_log)
+    except BinaryUnavailableError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
     typer.echo(f"containers: ready in {time.monotonic() - started:.0f}s")
 
 
