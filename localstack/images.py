@@ -247,7 +247,9 @@ def ensure_worker_image(engine: Engine, log: Log, *, base: Built | None = None) 
     seconds = time.monotonic() - started
     size = image_size_mb(engine, tag) or 0.0
     log(f"worker image {tag}: built in {seconds:.0f}s ({size:.0f} MB)")
-    docker(engine, "image", "prune", "--force", check=False, timeout=300)  # the dangling builder stage
+    # The builder stage left untagged (classic builder); only ours, by label.
+    docker(engine, "image", "prune", "--force", "--filter", "label=io.grove-temporal.context", check=False,
+           timeout=300)
     return Built("worker", tag, size, seconds, "docker build (classic builder), offline")
 
 
