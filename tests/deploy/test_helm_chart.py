@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from localstack.binaries import BINARIES, is_cached, path_of
-
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "grove-temporal"
 DEPLOY = REPO / "deploy"
@@ -22,13 +20,6 @@ RELEASE = "gt"
 NAMESPACE = "gt-system"
 
 Doc = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    if not is_cached(BINARIES["helm"]):
-        pytest.skip("helm is not built: run `grove-temporal containers tools` (make test does)")
-    return path_of("helm")
 
 
 def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:

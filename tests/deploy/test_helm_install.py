@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from localstack.stack import LocalStack
 from tests import deploykit
-from tests.deploy.test_helm_chart import CHART, deploy_doc, helm, run_helm  # noqa: F401 - fixture
+from tests.deploy.test_helm_chart import CHART, deploy_doc, run_helm
 from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest
 from workflows.messages import Phase, ReplicaStatus
 
