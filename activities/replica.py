@@ -43,13 +43,21 @@ from activities.view import (
     ours,
     read_replica,
     read_spec,
-    replica_selector,
     snapshot,
     terminating,
     uid_of,
 )
 from grove import manifests, names
 from grove.plan import ReplicaPlan
+from workflows.contract import (
+    DELETE_REPLICA,
+    ENSURE_REPLICA,
+    MIRROR_STATUS,
+    OBSERVE_REPLICA,
+    RECORD_EVENT,
+    RELEASE_GATES,
+    TERMINATE_GANG,
+)
 from workflows.messages import (
     DeleteReplicaResult,
     EnsureResult,
@@ -104,14 +112,14 @@ class ReplicaActivities:
         self.kube = kube
 
     # --- read --------------------------------------------------------------------------------------------------
-    @activity.defn(name="observe_replica")
+    @activity.defn(name=OBSERVE_REPLICA)
     @translating_errors("read replica")
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
         return snapshot(view, read_spec(view.pcs, ref))
 
     # --- materialise ---------------------------------------------------------------------------------------------
-    @activity.defn(name="ensure_replica")
+    @activity.defn(name=ENSURE_REPLICA)
     @translating_errors("materialise replica")
     def ensure_replica(self, ref: ReplicaRef) -> EnsureResult:
         """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
@@ -135,7 +143,7 @@ class ReplicaActivities:
         )
 
     # --- gates ---------------------------------------------------------------------------------------------------
-    @activity.defn(name="release_gates")
+    @activity.defn(name=RELEASE_GATES)
     @translating_errors("release gates")
     def release_gates(self, request: ReleaseRequest) -> ReleaseResult:
 
@@ -173,7 +181,7 @@ class ReplicaActivities:
         return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
 
     # --- termination ---------------------------------------------------------------------------------------------
-    @activity.defn(name="terminate_gang")
+    @activity.defn(name=TERMINATE_GANG)
     @translating_errors("gang-terminate")
     def terminate_gang(self, request: TerminateRequest) -> TerminateResult:
         """Delete the named PodClique incarnations (pods go with them) and the listed PodGangs."""
@@ -189,7 +197,7 @@ class ReplicaActivities:
                 deleted.append(name)
             else:
                 gone.append(name)
-        selector = replica_selector(ref.pcs, ref.replica)
+        selector = names.replica_selector(ref.pcs, ref.replica)
         for gang in self.kube.list_items(PODGANGS, ref.namespace, label_selector=selector):
             if (name_of(gang) in request.pod_gangs and ours(gang) and not terminating(gang)
                     and self.kube.delete(PODGANGS, ref.namespace, name_of(gang), uid=uid_of(gang))):
@@ -210,7 +218,7 @@ class ReplicaActivities:
         return TerminateResult(deleted=tuple(deleted), already_gone=tuple(gone), at=at)
 
     # --- scale-in ------------------------------------------------------------------------------------------------
-    @activity.defn(name="delete_replica")
+    @activity.defn(name=DELETE_REPLICA)
     @translating_errors("scale in replica")
     def delete_replica(self, ref: ReplicaRef) -> DeleteReplicaResult:
         """Remove every object of a replica index the PCS no longer wants (pods follow their PodCliques)."""
@@ -224,7 +232,7 @@ class ReplicaActivities:
         if spec.state is PcsState.PRESENT and spec.problems:
             # An invalid update changes nothing (DESIGN §4.1): a count read from an invalid spec deletes nothing.
             return DeleteReplicaResult(skipped_reason="the PodCliqueSet spec is invalid: " + "; ".join(spec.problems))
-        selector = replica_selector(ref.pcs, ref.replica)
+        selector = names.replica_selector(ref.pcs, ref.replica)
         groups = _our_scaling_groups(self.kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector),
                                      ref)
         deleted: list[str] = []
@@ -241,12 +249,12 @@ class ReplicaActivities:
         return DeleteReplicaResult(deleted=tuple(deleted))
 
     # --- status mirror and events ----------------------------------------------------------------------------------
-    @activity.defn(name="mirror_status")
+    @activity.defn(name=MIRROR_STATUS)
     @translating_errors("mirror status")
     def mirror_status(self, request: MirrorRequest) -> list[str]:
         return mirror(self.kube, request)
 
-    @activity.defn(name="record_event")
+    @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:
         events.record(self.kube, request.ref, request.reason, request.message, type=request.type)
 

@@ -130,6 +130,16 @@ def scaled_podgang_name(pcsg: str, scaled_index: int) -> str:
     return f"{pcsg}-{scaled_index}"
 
 
+def podgang_of(pcs: str, replica: int, pcsg: str | None = None, pcsg_replica: int | None = None,
+               min_available: int = 0) -> str:
+    """The PodGang a PodClique belongs to (seed 003), the one rule for gang membership: the base gang holds every
+    standalone PodClique and those of scaling group replicas 0 .. minAvailable-1; replica j >= minAvailable is
+    alone in scaled gang j - minAvailable."""
+    if pcsg is None or pcsg_replica is None or pcsg_replica < min_available:
+        return base_podgang_name(pcs, replica)
+    return scaled_podgang_name(pcsg, pcsg_replica - min_available)
+
+
 def pod_name(pclq: str, pod_index: int) -> str:
     """Pod name and hostname: deterministic, so that creating it twice is harmless."""
     return f"{pclq}-{pod_index}"
@@ -141,3 +151,20 @@ def headless_service_name(pcs: str, replica: int) -> str:
 
 def headless_service_address(pcs: str, replica: int, namespace: str) -> str:
     return f"{headless_service_name(pcs, replica)}.{namespace}.svc.cluster.local"
+
+
+# --- label selectors (the one place they are spelled) ---------------------------------------------------------------
+def managed_selector() -> str:
+    """Everything grove-temporal manages."""
+    return f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+
+
+def pcs_selector(pcs: str) -> str:
+    """Everything grove-temporal manages for one PodCliqueSet."""
+    return f"{managed_selector()},{LABEL_PART_OF}={pcs}"
+
+
+def replica_selector(pcs: str, replica: int) -> str:
+    """Everything grove-temporal manages for one PodCliqueSet replica."""
+    return f"{pcs_selector(pcs)},{LABEL_PCS_REPLICA_INDEX}={replica}"
+

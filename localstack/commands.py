@@ -118,7 +118,9 @@ def start_worker(stack: LocalStack) -> ManagedProcess:
         apply_crds(api)
     finally:
         api.close()
-    http_port = _free_port()
+    from localstack.readiness import free_port
+
+    http_port = free_port()
     argv = [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(stack.kubeconfig),
             "--temporal-address", stack.temporal_address, "--http-port", str(http_port)]
     process = stack.spawn("worker", argv, env={"PYTHONUNBUFFERED": "1"})
@@ -155,7 +157,9 @@ def apply_samples(stack: LocalStack, samples: list[Path]) -> None:
             names.append((namespace, doc["metadata"]["name"], int(doc.get("spec", {}).get("replicas", 1))))
             typer.echo(f"Applied:           PodCliqueSet {namespace}/{doc['metadata']['name']} from {path}")
     kube.api_client.close()
-    query = urllib.parse.quote("WorkflowType='ReplicaWorkflow'")
+    from workflows.contract import replica_query
+
+    query = urllib.parse.quote(replica_query(running_only=False))
     typer.echo(f"Replica workflows: {stack.temporal_ui_url}/namespaces/default/workflows?query={query}")
     asyncio.run(_show_replicas(stack.temporal_address, names))
 
@@ -182,14 +186,6 @@ async def _show_replicas(address: str, wanted: list[tuple[str, str, int]], timeo
                    "see the worker log", err=True)
     typer.echo("Try:               grove-temporal status " + " ".join(sorted({p for _, p, _ in wanted}))
                + "    (in another terminal; it finds this stack)")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_command(

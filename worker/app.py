@@ -19,15 +19,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.fanout import FANOUT_THREADS
-from activities.kubeapi import Kube
+from activities.kubeapi import Kube, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
 from worker.config import TemporalSettings, WorkerSettings
-from worker.kube import api_client
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
-from workflows.ids import reconciler_workflow_id
+from workflows.contract import reconciler_workflow_id
 from workflows.messages import ReconcilerInput
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow

@@ -14,7 +14,7 @@ from grove.evaluate import ReplicaMemory
 from grove.release import ReleaseAfter
 from grove.termination import Scope
 from grove.topology import ReplicaTopology
-from workflows.ids import replica_workflow_id
+from workflows.contract import replica_workflow_id
 
 
 class Message(BaseModel):

@@ -20,13 +20,28 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from grove import names
     from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
-    from grove.release import GateDecision, decide_releases, gang_of
+    from grove.release import GateDecision, decide_releases, gangs_of_termination
     from grove.termination import Scope, Termination, forced_termination
     from grove.topology import ReplicaTopology
     from workflows import views
-    from workflows.ids import NUDGE_SIGNAL
+    from workflows.contract import (
+        DELETE_REPLICA,
+        ENSURE_REPLICA,
+        FORCE_TERMINATE,
+        GROVE_PAUSED,
+        GROVE_PHASE,
+        MIRROR_STATUS,
+        NUDGE_SIGNAL,
+        OBSERVE_REPLICA,
+        PAUSE,
+        RECORD_EVENT,
+        RELEASE_GATES,
+        REPLICA_WORKFLOW,
+        RESUME,
+        STATUS_QUERY,
+        TERMINATE_GANG,
+    )
     from workflows.messages import (
         CliqueStatus,
         ControlResult,
@@ -51,7 +66,6 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
-    from workflows.search import GROVE_PAUSED, GROVE_PHASE
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -69,7 +83,7 @@ class _Failed(Exception):
     """An activity failed for good (non-retryable); the round is abandoned and retried later."""
 
 
-@workflow.defn(name="ReplicaWorkflow")
+@workflow.defn(name=REPLICA_WORKFLOW)
 class ReplicaWorkflow:
     @workflow.init
     def __init__(self, input: ReplicaInput) -> None:
@@ -127,13 +141,13 @@ class ReplicaWorkflow:
 
     async def _round(self) -> ReplicaOutcome | None:
         scheduled_at = workflow.now()
-        snapshot = await self._activity("observe_replica", self.ref, ReplicaSnapshot, f"observe {self.ref}")
+        snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
         self._observed(snapshot, scheduled_at)
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
                                                 "away through owner references")
         if snapshot.valid and self.ref.replica >= snapshot.wanted_replicas:  # an invalid spec scales nothing in
-            result = await self._activity("delete_replica", self.ref, DeleteReplicaResult,
+            result = await self._activity(DELETE_REPLICA, self.ref, DeleteReplicaResult,
                                           f"scale in: replica {self.ref.replica} no longer wanted")
             if not result.skipped_reason:
                 return self._outcome(Phase.SCALED_IN, f"spec.replicas={snapshot.wanted_replicas}; "
@@ -200,7 +214,7 @@ class ReplicaWorkflow:
             return snapshot
         try:
             result = await self._activity(
-                "ensure_replica", self.ref, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
+                ENSURE_REPLICA, self.ref, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
                 raise_on=("InvalidPodCliqueSet",),
             )
         except ApplicationError as err:  # became invalid between observe and ensure
@@ -228,7 +242,7 @@ class ReplicaWorkflow:
 
     async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...]) -> None:
         request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs)
-        await self._activity("release_gates", request, ReleaseResult,
+        await self._activity(RELEASE_GATES, request, ReleaseResult,
                              f"release {len(pods)} {kind} pods of {', '.join(gangs)}")
 
     async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
@@ -239,7 +253,7 @@ class ReplicaWorkflow:
         if not changed and not availability_changed:
             return
         request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)
-        await self._activity("mirror_status", request, list, f"mirror status of {len(changed)} objects")
+        await self._activity(MIRROR_STATUS, request, list, f"mirror status of {len(changed)} objects")
         self.state.mirrored.update({m.name: views.digest(m) for m in changed})
         self.state.replica_available = evaluation.replica_available
 
@@ -257,11 +271,11 @@ class ReplicaWorkflow:
         if not workflow.patched(BREACH_EVENTS_PATCH):
             return
         if started:
-            await self._activity("record_event", EventRequest(ref=self.ref, reason="BreachDetected", type="Warning",
+            await self._activity(RECORD_EVENT, EventRequest(ref=self.ref, reason="BreachDetected", type="Warning",
                                                               message="; ".join(started.values())),
                                  type(None), f"announce breach: {', '.join(sorted(started))}")
         if healed:
-            await self._activity("record_event", EventRequest(ref=self.ref, reason="BreachHealed",
+            await self._activity(RECORD_EVENT, EventRequest(ref=self.ref, reason="BreachHealed",
                                                               message="healed: " + ", ".join(healed)),
                                  type(None), f"announce healed: {', '.join(healed)}")
         self.state.announced_breaches = {name: start for name, (start, _) in breaches.items()}
@@ -287,21 +301,17 @@ class ReplicaWorkflow:
             for name in termination.cliques
             if (state := snapshot.cliques.get(name)) is not None and not state.terminating
         }
-        if termination.scope is Scope.PCS_REPLICA:
-            gangs = {gang_of(topology, unit) for unit in topology.cliques}
-        else:
-            gangs = {gang_of(topology, unit) for unit in topology.cliques if unit.name in termination.cliques}
-            gangs.discard(names.base_podgang_name(topology.pcs, topology.replica))
+        gangs = gangs_of_termination(topology, termination.cliques, termination.scope is Scope.PCS_REPLICA)
         request = TerminateRequest(
             ref=self.ref, scope=termination.scope, scaling_group=termination.scaling_group,
-            scaling_group_replica=termination.scaling_group_replica, cliques=uids, pod_gangs=tuple(sorted(gangs)),
+            scaling_group_replica=termination.scaling_group_replica, cliques=uids, pod_gangs=gangs,
             reason=termination.reason, forced=termination.forced, breach_start=termination.breach_start,
             delay=termination.delay, deadline=termination.deadline,
         )
         what = termination.scope.value + (
             f" {termination.scaling_group}[{termination.scaling_group_replica}]" if termination.scaling_group else ""
         )
-        await self._activity("terminate_gang", request, TerminateResult, f"gang-terminate {what}")
+        await self._activity(TERMINATE_GANG, request, TerminateResult, f"gang-terminate {what}")
         record = TerminationRecord(
             incarnation=self.state.incarnation, at=workflow.now(), scope=termination.scope,
             scaling_group=termination.scaling_group, scaling_group_replica=termination.scaling_group_replica,
@@ -407,15 +417,15 @@ class ReplicaWorkflow:
         if began is not None and (self._observed_from is None or began > self._observed_from):
             self._observed_from = began
 
-    @workflow.signal(name="pause")
+    @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
         self._pause(request or PauseRequest())
 
-    @workflow.signal(name="resume")
+    @workflow.signal(name=RESUME)
     def resume(self) -> None:
         self._resume()
 
-    @workflow.signal(name="force_terminate")
+    @workflow.signal(name=FORCE_TERMINATE)
     def force_terminate(self, request: ForceTerminateRequest) -> None:
         try:
             self._validate_force(request)
@@ -425,19 +435,19 @@ class ReplicaWorkflow:
             return
         self._enqueue_force(request)
 
-    @workflow.update(name="pause")
+    @workflow.update(name=PAUSE)
     def pause_update(self, request: PauseRequest) -> ControlResult:
         was = self.state.paused
         self._pause(request)
         return ControlResult(accepted=True, message="already paused" if was else "paused")
 
-    @workflow.update(name="resume")
+    @workflow.update(name=RESUME)
     def resume_update(self) -> ControlResult:
         was = self.state.paused
         self._resume()
         return ControlResult(accepted=True, message="resumed" if was else "was not paused")
 
-    @workflow.update(name="force_terminate")
+    @workflow.update(name=FORCE_TERMINATE)
     async def force_terminate_update(self, request: ForceTerminateRequest) -> ControlResult:
         ticket = self._enqueue_force(request)
         await workflow.wait_condition(lambda: ticket in self._results)
@@ -447,7 +457,7 @@ class ReplicaWorkflow:
     def _validate_force_update(self, request: ForceTerminateRequest) -> None:
         self._validate_force(request)
 
-    @workflow.query(name="status")
+    @workflow.query(name=STATUS_QUERY)
     def status(self) -> ReplicaStatus:
         cliques: tuple[CliqueStatus, ...] = ()
         deadlines: tuple[DeadlineStatus, ...] = ()
