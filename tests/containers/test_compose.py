@@ -18,7 +18,7 @@ from localstack.engine import Engine
 from localstack.stack import LocalStack
 from localstack.temporal import SEARCH_ATTRIBUTES
 from tests.e2e.harness import Cluster, await_for, clique, pcs_manifest
-from workflows.ids import DEFAULT_TASK_QUEUE
+from workflows.contract import DEFAULT_TASK_QUEUE
 from workflows.messages import Phase, ReplicaStatus
 
 
