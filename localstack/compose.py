@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localstack.engine import Engine, Log, containers_dir, docker_cli
+from localstack.readiness import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -40,12 +40,6 @@ def install_plugin() -> Path:
         link.unlink()
     link.symlink_to(binary)
     return link
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

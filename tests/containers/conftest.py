@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.conftest import cluster  # noqa: F401 - the e2e tests' namespace-scoped Cluster fixture
-
 if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
     from localstack.engine import Engine
     from localstack.images import Built
+    from tests.e2e.harness import Cluster
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,6 +76,15 @@ def temporal_image(engine: Engine, base_image: Built) -> Built:
     from localstack import images
 
     return images.ensure_temporal_image(engine, _log, base=base_image)
+
+
+@pytest.fixture
+def cluster(kube: ApiClient, crds: list[str], namespace: str) -> Cluster:
+    """The test namespace, with the CRDs, seen through the e2e harness."""
+    from activities.kubeapi import Kube
+    from tests.e2e.harness import Cluster
+
+    return Cluster(Kube(kube), namespace)
 
 
 DOCKER_CLIENT = {"timeout": 300}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from testcontainers.core.container import DockerContainer
 
+from localstack.readiness import free_port
 from tests.containers.conftest import DOCKER_CLIENT
-from tests.e2e.harness import free_port
 
 WORKER_UID = 10001
 KUBECONFIG_IN_CONTAINER = "/etc/grove-temporal/kubeconfig"

@@ -14,9 +14,10 @@ from kubernetes.client import ApiClient, AppsV1Api, RbacAuthorizationV1Api
 from temporalio.client import Client
 
 from localstack.stack import LocalStack
+from localstack.workerproc import WorkerProcess
 from tests import deploykit
 from tests.deploy.test_helm_chart import CHART, deploy_doc, run_helm
-from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, pcs_manifest
+from tests.e2e.harness import Cluster, await_for, clique, pcs_manifest
 from workflows.messages import Phase, ReplicaStatus
 
 pytestmark = pytest.mark.stack
