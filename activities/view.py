@@ -30,8 +30,7 @@ from activities.kubeapi import (
 from grove import names
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
-from grove.plan import ReplicaPlan
-from grove.release import plan_replica, scaled_release_after
+from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
 from grove.release import releasable as releasable_pod
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot

@@ -25,6 +25,7 @@ from temporalio.service import RPCError
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube, ListWatch
 from grove import names
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from localstack.workerproc import WorkerProcess  # noqa: F401 (the e2e tests import it from here)
 from workflows.contract import STATUS_QUERY, replica_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
