@@ -46,7 +46,8 @@ def worker_container(image: str, *, kubeconfig: Path, temporal_address: str, nam
         DockerContainer(image, docker_client_kw=DOCKER_CLIENT)
         .with_command(args)
         .with_volume_mapping(str(kubeconfig), KUBECONFIG_IN_CONTAINER, "ro")
-        .with_kwargs(network_mode="host", read_only=True, tmpfs={"/tmp": "rw,size=64m"}, cap_drop=["ALL"],
+        .with_tmpfs_mount("/tmp", "size=64m")
+        .with_kwargs(network_mode="host", read_only=True, cap_drop=["ALL"],
                      security_opt=["no-new-privileges:true"], stop_signal="SIGTERM")
     )
     for key, value in (extra_env or {}).items():
