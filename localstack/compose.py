@@ -82,7 +82,8 @@ class LocalCompose:
             **engine.env,
             "GROVE_TEMPORAL_WORKER_IMAGE": worker.tag,
             "GROVE_TEMPORAL_TEMPORAL_IMAGE": temporal.tag,
-            "GROVE_TEMPORAL_KUBECONFIG": str(readable_kubeconfig(kubeconfig or _default_kubeconfig(), project)),
+            "GROVE_TEMPORAL_KUBECONFIG": str(readable_kubeconfig(kubeconfig or _default_kubeconfig(),
+                                                                containers_dir() / "compose" / project)),
         }
         for name, default in zip(names, defaults, strict=True):
             key = f"GROVE_TEMPORAL_COMPOSE_{name}"
@@ -103,11 +104,11 @@ def _default_kubeconfig() -> Path:
         return Path.home() / ".kube" / "config"
 
 
-def readable_kubeconfig(source: Path, project: str) -> Path:
-    """A copy of `source` that the container's user (uid 10001) may read and nobody else (when we are root)."""
-    target_dir = containers_dir() / "compose" / project
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / "kubeconfig"
+def readable_kubeconfig(source: Path, directory: Path) -> Path:
+    """A copy of `source` in `directory` that the container's user (uid 10001) may read, and nobody else when we
+    are root (mounted read-only into the worker container)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "kubeconfig"
     shutil.copyfile(source, target)
     if os.geteuid() == 0:
         os.chown(target, WORKER_UID, WORKER_UID)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localstack.binaries import bin_dir
+from localstack.processes import pid_alive
 
 Log = Callable[[str], None]
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -106,16 +107,6 @@ def ensure_packages(commands: dict[str, str], log: Log, *, install: bool = True)
     _apt_install(sorted(missing), log)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _is_dockerd(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip() == "dockerd"
@@ -130,7 +121,7 @@ def ensure_engine(log: Log, *, install: bool = True) -> Engine:
     if found is not None:
         state = _read_state()
         started = state.get("pid") if state.get("host") == host else None
-        pid = started if isinstance(started, int) and _pid_alive(started) and _is_dockerd(started) else None
+        pid = started if isinstance(started, int) and pid_alive(started) and _is_dockerd(started) else None
         return Engine(host, found[0], found[1], pid)
     if os.environ.get("DOCKER_HOST"):
         raise EngineUnavailableError(f"no Docker Engine answers at DOCKER_HOST={host}")
@@ -183,15 +174,15 @@ def stop_started(log: Log, timeout: float = 30.0) -> bool:
     state = _read_state()
     pid = state.get("pid")
     _state_file().unlink(missing_ok=True)
-    if not isinstance(pid, int) or not _pid_alive(pid) or not _is_dockerd(pid):
+    if not isinstance(pid, int) or not pid_alive(pid) or not _is_dockerd(pid):
         return False
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid_alive(pid):
+    while time.monotonic() < deadline and pid_alive(pid):
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         time.sleep(0.2)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     log(f"stopped dockerd (pid {pid})")
     return True

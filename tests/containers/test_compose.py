@@ -17,9 +17,9 @@ from localstack.compose import LocalCompose
 from localstack.engine import Engine
 from localstack.stack import LocalStack
 from localstack.temporal import SEARCH_ATTRIBUTES
-from tests.e2e.harness import Cluster, await_for, clique, pcs_manifest
+from tests.e2e.harness import Cluster, Replica, clique, pcs_manifest
 from workflows.contract import DEFAULT_TASK_QUEUE
-from workflows.messages import Phase, ReplicaStatus
+from workflows.messages import Phase
 
 
 def _compose(project: LocalCompose, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -58,17 +58,9 @@ async def test_compose_up_wait_runs_temporal_and_a_worker_that_drives_a_pcs(
         assert set(SEARCH_ATTRIBUTES) <= set(listed.custom_attributes), "registered by the setup job"
 
         cluster.apply(pcs_manifest("composed", cluster.namespace, cliques=[clique("a", 2, 2)]))
-        handle = client.get_workflow_handle(cluster.workflow_id("composed", 0))
-
-        async def available() -> bool:
-            try:
-                status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
-            except Exception:
-                return False
-            return status.phase is Phase.AVAILABLE
-
-        await await_for(available, timeout=120, interval=0.5, what="replica 0 Available via the compose worker")
-        description = await handle.describe()
+        replica = Replica(client, cluster, "composed")
+        await replica.wait_phase(Phase.AVAILABLE, timeout=120)
+        description = await replica.handle.describe()
         assert description.task_queue == DEFAULT_TASK_QUEUE
     finally:
         down = _compose(project, "down", "--volumes", "--timeout", "45")

@@ -4,22 +4,21 @@ in-flight activities on SIGTERM as the Deployment's 45 s grace period expects.""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 
-from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from testcontainers.core.container import DockerContainer
 
+from localstack.compose import readable_kubeconfig
 from localstack.engine import Engine
 from localstack.images import Built
 from localstack.stack import LocalStack
 from tests.containers.conftest import DOCKER_CLIENT
-from tests.containers.workercontainer import logs, readable_copy, wait_ready, worker_container
-from tests.e2e.harness import Cluster, await_for, clique, pcs_manifest, wait_for
-from workflows.messages import Phase, ReplicaStatus
+from tests.containers.workercontainer import logs, wait_ready, worker_container
+from tests.e2e.harness import Cluster, Replica, clique, observe_held_in_flight, pcs_manifest, wait_for
+from workflows.messages import Phase
 
 MAX_IMAGE_MB = 300
 HOLD_SECONDS = 3.0
@@ -59,7 +58,7 @@ def test_image_holds_the_product_only_and_is_small(engine: Engine, worker_image:
 async def test_worker_container_drives_a_pcs_and_drains_on_sigterm(
         engine: Engine, worker_image: Built, stack: LocalStack, cluster: Cluster, temporal_client: Client,
         tmp_path: Path) -> None:
-    kubeconfig = readable_copy(Path(stack.kubeconfig), tmp_path / "kube")
+    kubeconfig = readable_kubeconfig(Path(stack.kubeconfig), tmp_path / "kube")
     container, port = worker_container(worker_image.tag, kubeconfig=kubeconfig,
                                        temporal_address=stack.temporal_address, namespace=cluster.namespace,
                                        task_queue=f"tq-{cluster.namespace}")
@@ -74,47 +73,25 @@ async def test_worker_container_drives_a_pcs_and_drains_on_sigterm(
         assert container.exec(["sh", "-c", "touch /tmp/x && echo ok"]).output.decode().strip() == "ok"
 
         cluster.apply(pcs_manifest("boxed", cluster.namespace, cliques=[clique("a", 2, 2)]))
-        handle = temporal_client.get_workflow_handle(cluster.workflow_id("boxed", 0))
-
-        async def available() -> bool:
-            try:
-                status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
-            except Exception:  # not started yet
-                return False
-            return status.phase is Phase.AVAILABLE
-
-        await await_for(available, timeout=90, interval=0.5, what="replica 0 Available")
+        replica = Replica(temporal_client, cluster, "boxed")
+        await replica.wait_phase(Phase.AVAILABLE, timeout=90)
         wait_for(lambda: ((cluster.pcs("boxed") or {}).get("status") or {}).get("availableReplicas") == 1,
                  timeout=30, what="PodCliqueSet status.availableReplicas == 1")
 
-        # SIGTERM with an activity in flight (the apiserver frozen, as tests/e2e/test_drain.py does): the
-        # container keeps running until the activity completed, then exits 0.
-        apiserver = stack.components["kube-apiserver"].process.pid
-        assert apiserver is not None
-        os.kill(apiserver, signal.SIGSTOP)
-        try:
-            await handle.signal("nudge")
-
-            async def observing() -> bool:
-                description = await handle.describe()
-                return any(a.activity_type.name == "observe_replica"
-                           and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                           for a in description.raw_description.pending_activities)
-
-            await await_for(observing, timeout=30, what="observe_replica in flight")
+        # SIGTERM with an activity in flight (as tests/e2e/test_drain.py does): the container keeps running until
+        # the activity completed, then exits 0.
+        async with observe_held_in_flight(stack, replica.handle):
             wrapped = container.get_wrapped_container()
             wrapped.kill(signal="SIGTERM")
             told = time.monotonic()
             time.sleep(HOLD_SECONDS)
             wrapped.reload()
             assert wrapped.status == "running", "the worker must wait for its in-flight activity"
-        finally:
-            os.kill(apiserver, signal.SIGCONT)
         code = container.wait()
         exited = time.monotonic() - told
         assert code == 0, logs(container)[-4000:]
         assert HOLD_SECONDS <= exited < 20 + 10, f"exited {exited:.1f}s after SIGTERM"
-        history = await handle.fetch_history()
+        history = await replica.handle.fetch_history()
         kinds = [e.event_type for e in history.events]
         last_scheduled = max(i for i, k in enumerate(kinds) if k == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
         assert EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in kinds[last_scheduled:], "the activity completed"

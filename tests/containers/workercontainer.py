@@ -5,8 +5,6 @@ networking has none of, so /readyz is polled here."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 import urllib.error
 import urllib.request
@@ -17,21 +15,7 @@ from testcontainers.core.container import DockerContainer
 from localstack.readiness import free_port
 from tests.containers.conftest import DOCKER_CLIENT
 
-WORKER_UID = 10001
 KUBECONFIG_IN_CONTAINER = "/etc/grove-temporal/kubeconfig"
-
-
-def readable_copy(kubeconfig: Path, directory: Path) -> Path:
-    """The kubeconfig as the container's user may read it (mounted read-only)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "kubeconfig"
-    shutil.copyfile(kubeconfig, target)
-    if os.geteuid() == 0:
-        os.chown(target, WORKER_UID, WORKER_UID)
-        target.chmod(0o400)
-    else:
-        target.chmod(0o644)
-    return target
 
 
 def worker_container(image: str, *, kubeconfig: Path, temporal_address: str, namespace: str | None,

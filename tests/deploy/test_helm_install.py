@@ -17,8 +17,8 @@ from localstack.stack import LocalStack
 from localstack.workerproc import WorkerProcess
 from tests import deploykit
 from tests.deploy.test_helm_chart import CHART, deploy_doc, run_helm
-from tests.e2e.harness import Cluster, await_for, clique, pcs_manifest
-from workflows.messages import Phase, ReplicaStatus
+from tests.e2e.harness import Cluster, Replica, clique, pcs_manifest
+from workflows.messages import Phase
 
 pytestmark = pytest.mark.stack
 RELEASE = "gt-helm"
@@ -68,16 +68,7 @@ async def test_helm_install_then_a_pcs_reaches_available_as_the_charts_service_a
                                namespace=cluster.namespace, log_dir=tmp_path,
                                extra_env={"GROVE_TEMPORAL_LEASE_NAMESPACE": RELEASE_NAMESPACE}).start()
         cluster.apply(pcs_manifest("charted", cluster.namespace, cliques=[clique("a", 2, 2)]))
-        handle = temporal_client.get_workflow_handle(cluster.workflow_id("charted", 0))
-
-        async def available() -> bool:
-            try:
-                status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
-            except Exception:
-                return False
-            return status.phase is Phase.AVAILABLE
-
-        await await_for(available, timeout=90, interval=0.5, what="replica 0 Available (worker as the chart's SA)")
+        await Replica(temporal_client, cluster, "charted").wait_phase(Phase.AVAILABLE, timeout=90)
         assert "403" not in worker.logs() and "Forbidden" not in worker.logs(), worker.logs()[-3000:]
     finally:
         if worker is not None:
