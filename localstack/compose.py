@@ -92,16 +92,29 @@ class LocalCompose:
         return cls(project, env)
 
 
-def _default_kubeconfig() -> Path:
-    """GROVE_TEMPORAL_KUBECONFIG, else the running local stack's (`grove-temporal run`), else ~/.kube/config."""
-    if given := os.environ.get("GROVE_TEMPORAL_KUBECONFIG"):
-        return Path(given)
-    from worker.ops import current_stack_file
+class KubeconfigMissingError(RuntimeError):
+    pass
 
-    try:
-        return Path(json.loads(current_stack_file().read_text())["kubeconfig"])
-    except (OSError, ValueError, KeyError):
-        return Path.home() / ".kube" / "config"
+
+def _default_kubeconfig() -> Path:
+    """GROVE_TEMPORAL_KUBECONFIG, else KUBECONFIG (its first file), else the running local stack's (`grove-temporal
+    run` with a worker), else ~/.kube/config; one clear error when that file does not exist."""
+    if given := os.environ.get("GROVE_TEMPORAL_KUBECONFIG"):
+        path, source = Path(given), "GROVE_TEMPORAL_KUBECONFIG"
+    elif given := os.environ.get("KUBECONFIG"):
+        path, source = Path(given.split(os.pathsep)[0]), "KUBECONFIG"
+    else:
+        from worker.ops import current_stack_file
+
+        try:
+            path, source = Path(json.loads(current_stack_file().read_text())["kubeconfig"]), "the running stack"
+        except (OSError, ValueError, KeyError):
+            path, source = Path.home() / ".kube" / "config", "the default"
+    if not path.is_file():
+        raise KubeconfigMissingError(
+            f"kubeconfig {path} ({source}) does not exist: set GROVE_TEMPORAL_KUBECONFIG or KUBECONFIG to the "
+            "cluster the worker should drive")
+    return path
 
 
 def readable_kubeconfig(source: Path, directory: Path) -> Path:

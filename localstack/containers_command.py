@@ -132,7 +132,11 @@ def compose_command(ctx: typer.Context) -> None:
     from localstack import compose
 
     engine = _engine(True)
-    project = compose.LocalCompose.prepare(engine, _log)
+    try:
+        project = compose.LocalCompose.prepare(engine, _log)
+    except compose.KubeconfigMissingError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
     os.execvpe(project.argv[0], [*project.argv, *ctx.args], {**os.environ, **project.env})
 
 

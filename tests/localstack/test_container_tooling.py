@@ -79,3 +79,14 @@ def test_no_engine_and_not_root_is_one_clear_reason(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
     with pytest.raises(engine.EngineUnavailableError, match="no Docker Engine answers at DOCKER_HOST=tcp://"):
         engine.ensure_engine(print)
+
+
+def test_a_missing_kubeconfig_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GROVE_TEMPORAL_KUBECONFIG", str(tmp_path / "absent"))
+    with pytest.raises(compose.KubeconfigMissingError, match=r"absent \(GROVE_TEMPORAL_KUBECONFIG\) does not exist"):
+        compose._default_kubeconfig()
+    monkeypatch.delenv("GROVE_TEMPORAL_KUBECONFIG")
+    given = tmp_path / "kubeconfig"
+    given.write_text("apiVersion: v1\n")
+    monkeypatch.setenv("KUBECONFIG", f"{given}{':'}{tmp_path / 'other'}")
+    assert compose._default_kubeconfig() == given
