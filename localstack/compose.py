@@ -6,7 +6,6 @@ docker-compose.yml itself is not changed: online it runs the official images as 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -98,17 +97,18 @@ class KubeconfigMissingError(RuntimeError):
 
 def _default_kubeconfig() -> Path:
     """GROVE_TEMPORAL_KUBECONFIG, else KUBECONFIG (its first file), else the running local stack's (`grove-temporal
-    run` with a worker), else ~/.kube/config; one clear error when that file does not exist."""
+    run`, newest first), else ~/.kube/config; one clear error when that file does not exist."""
     if given := os.environ.get("GROVE_TEMPORAL_KUBECONFIG"):
         path, source = Path(given), "GROVE_TEMPORAL_KUBECONFIG"
     elif given := os.environ.get("KUBECONFIG"):
         path, source = Path(given.split(os.pathsep)[0]), "KUBECONFIG"
     else:
-        from worker.ops import current_stack_file
+        from worker.stacks import live_records
 
-        try:
-            path, source = Path(json.loads(current_stack_file().read_text())["kubeconfig"]), "the running stack"
-        except (OSError, ValueError, KeyError):
+        records = live_records()  # newest first
+        if records:
+            path, source = Path(records[0].kubeconfig), "the running stack"
+        else:
             path, source = Path.home() / ".kube" / "config", "the default"
     if not path.is_file():
         raise KubeconfigMissingError(
