@@ -8,17 +8,21 @@ observe the real objects and the workflow's own answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import os
+import signal
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
@@ -314,3 +318,26 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return err.code, err.read().decode()
     except urllib.error.URLError:
         return 0, ""
+
+
+@contextlib.asynccontextmanager
+async def observe_held_in_flight(stack: Any, handle: WorkflowHandle[Any, Any],
+                                 timeout: float = 30) -> AsyncIterator[None]:
+    """An activity held in flight for real: the kube-apiserver frozen (SIGSTOP), the replica nudged, and its
+    observe_replica activity started and waiting on the apiserver. The apiserver is thawed when the block ends."""
+    apiserver = stack.components["kube-apiserver"].process.pid
+    assert apiserver is not None
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        await handle.signal("nudge")
+
+        async def observing() -> bool:
+            description = await handle.describe()
+            return any(a.activity_type.name == "observe_replica"
+                       and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                       for a in description.raw_description.pending_activities)
+
+        await await_for(observing, timeout=timeout, what="observe_replica in flight")
+        yield
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
