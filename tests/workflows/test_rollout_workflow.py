@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from grove.rollout import ReplicaRollout
+from localstack.temporal import TemporalDevServer
 from workflows.contract import (
     MIRROR_ROLLOUT_STATUS,
     OBSERVE_ROLLOUT,
@@ -43,25 +44,6 @@ from workflows.rollout_messages import (
 REF = PcsRef(namespace="ns", pcs="p", pcs_uid="uid-1")
 # A dev server of its own (no Kubernetes needed): marked like the stack tests, since it runs a real server binary.
 pytestmark = pytest.mark.stack
-
-
-@pytest.fixture(scope="module")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from localstack import rundirs
-    from localstack.binaries import path_of
-    from localstack.processes import ProcessRegistry
-    from localstack.temporal import TemporalDevServer
-
-    run_dir = tmp_path_factory.mktemp("rollout-temporal")
-    registry = ProcessRegistry(run_dir)
-    registry.claim(rundirs.owner_token())
-    server = TemporalDevServer(path_of("temporal"), run_dir, registry, name="temporal-rollout", headless=True)
-    server.start()
-    try:
-        server.wait_ready()
-        yield server.address
-    finally:
-        server.stop()
 
 
 @workflow.defn(name="ReplicaWorkflow")
@@ -115,8 +97,8 @@ class Script:
 
 
 @pytest.fixture
-async def env(dev_server: str) -> AsyncIterator[tuple[Client, Script, str]]:
-    temporal_client = await Client.connect(dev_server, data_converter=pydantic_data_converter)
+async def env(dev_server: TemporalDevServer) -> AsyncIterator[tuple[Client, Script, str]]:
+    temporal_client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
     script = Script()
     queue = f"rollout-test-{uuid.uuid4().hex[:8]}"
     async with Worker(temporal_client, task_queue=queue, workflows=[RolloutWorkflow, StubReplica],
