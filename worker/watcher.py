@@ -228,6 +228,8 @@ class Watcher:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
             except Exception:  # a watcher thread must never die silently
+                if stop.is_set():  # shut down mid-read: whatever the torn stream raised, it is over, quietly
+                    return
                 log.exception("watch %s failed; retrying", feed.resource.plural)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)

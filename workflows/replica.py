@@ -77,6 +77,8 @@ REJECTIONS_KEPT = 10
 BREACH_EVENTS_PATCH = "breach-events"
 # Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
 TIMED_NUDGES_PATCH = "timed-nudges"
+# Paused or held (invalid spec): a round when the earliest deadline passes, so status lists it as due and held.
+HELD_DEADLINES_PATCH = "held-deadlines"
 
 
 class _Failed(Exception):
@@ -189,6 +191,11 @@ class ReplicaWorkflow:
         elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = views.timer_summary(deadlines)
+        elif deadlines and workflow.patched(HELD_DEADLINES_PATCH):
+            # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
+            # to due-and-held, so status never shows an expired deadline as pending.
+            timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
+            summary = "held, look again when due: " + views.timer_summary(deadlines)
         # After a failed round only a new control request cuts the back-off short (a request still queued from
         # before would otherwise spin the loop against the failing activity).
         tickets = self._tickets if self._retry_after is not None else None
