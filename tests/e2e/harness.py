@@ -57,6 +57,7 @@ class WorkerProcess:
     task_queue: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
+    module: str = "worker.cli"  # another entry point runs another build (tests/e2e/broken_build.py)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     http_port: int = 0
@@ -73,7 +74,7 @@ class WorkerProcess:
         self.http_port = free_port()
         env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
         argv = [
-            sys.executable, "-m", "worker.cli", "worker",
+            sys.executable, "-m", self.module, "worker",
             "--kubeconfig", str(self.kubeconfig),
             "--temporal-address", self.temporal_address,
             "--namespace", self.namespace,
