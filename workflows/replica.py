@@ -374,7 +374,7 @@ class ReplicaWorkflow:
                 incarnation=self.state.incarnation, problems=self._problems, cliques=status.cliques,
                 deadlines=status.deadlines, gates=self._gates,
                 last_termination=self.state.terminations[-1] if self.state.terminations else None,
-                terminations_total=self.state.terminations_total,
+                terminations_total=self.state.terminations_total, held=status.held,
             )
         )
 
