@@ -19,12 +19,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.fanout import FANOUT_THREADS
-from activities.kubeapi import Kube
+from activities.kubeapi import Kube, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
 from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
-from worker.kube import api_client
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
