@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from worker.commands.ops import Address, Output, TemporalNamespace, _check_output, _json, _run
+from worker.commands.ops import (
+    Address,
+    Namespace,
+    Output,
+    TemporalNamespace,
+    _check_output,
+    _emit,
+    _namespace,
+    _run,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -34,8 +43,8 @@ def doctor(
         return await checks.find_stuck(client, namespace=namespace, min_attempts=min_attempts)
 
     found = _run(temporal_address, temporal_namespace, body)
-    if output == "json":
-        _json([s.as_dict() for s in found])
+    if output != "table":
+        _emit([s.as_dict() for s in found], output)
     else:
         render.stuck_workflows(found)
 
@@ -43,7 +52,7 @@ def doctor(
 def reset(
     pcs: Annotated[str, typer.Argument(help="PodCliqueSet name")],
     replica: Annotated[int, typer.Option("--replica", "-r", min=0, help="the PCS replica")],
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Kubernetes namespace of the PodCliqueSet")] = "default",
+    namespace: Namespace = None,
     reason: Annotated[str, typer.Option(help="why; recorded in the workflow history")] = "grove-temporal reset",
     event_id: Annotated[int | None, typer.Option(
         min=1, help="reset to this event (the end of a workflow task) instead of the last one that replays")] = None,
@@ -60,7 +69,7 @@ def reset(
     from worker import ops, render
 
     async def body(client: Any) -> checks.ResetOutcome:
-        (workflow,) = await ops.find_replicas(client, namespace, pcs, replica)
+        (workflow,) = await ops.find_replicas(client, _namespace(namespace), pcs, replica)
         try:
             return await checks.reset(client, workflow.workflow_id, reason=reason, event_id=event_id,
                                       dry_run=dry_run)
@@ -68,7 +77,7 @@ def reset(
             raise ops.OperatorError(f"{workflow.workflow_id}: {err}") from err
 
     outcome = _run(temporal_address, temporal_namespace, body)
-    if output == "json":
-        _json(outcome.as_dict())
+    if output != "table":
+        _emit(outcome.as_dict(), output)
     else:
         render.reset_outcome(outcome)
