@@ -24,6 +24,7 @@ from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
 from activities.rollout import RolloutActivities
 from worker.config import TemporalSettings, WorkerSettings
+from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
@@ -117,6 +118,7 @@ class RunningWorker:
     kube: Kube
     worker: Worker
     elector: LeaseElector | None
+    doctor: StuckMonitor | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -228,12 +230,16 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                                    identity=settings.identity)
             background.append(asyncio.create_task(elector.run(
                 lambda: _lead(watcher, client, settings.watch_namespace), stop)))
-        started.append(RunningWorker(settings, client, kube, worker, elector))
+        # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
+        doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
+                              leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))
+        started.append(RunningWorker(settings, client, kube, worker, elector, doctor))
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
             log.info("worker %s running on task queue %s", settings.identity, settings.task_queue)
             background.append(asyncio.create_task(keep_reconciler(client, settings, stop)))
+            background.append(asyncio.create_task(doctor.run(settings.stuck_check.total_seconds(), stop)))
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait([worker_task, stopped], return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()

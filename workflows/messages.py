@@ -17,6 +17,7 @@ from grove.termination import Scope
 from grove.topology import ReplicaTopology
 from workflows.contract import replica_workflow_id
 from workflows.rollout_messages import ReplicaRolloutCarry, RolloutView
+from workflows.signals import SIGNALS_PER_RUN, UPDATES_PER_RUN
 
 
 class Message(BaseModel):
@@ -261,6 +262,8 @@ class ReplicaState(BaseModel):
         default_factory=dict, description="breached PodClique/PCSG -> breach start announced with an Event"
     )
     rollout: ReplicaRolloutCarry | None = Field(default=None, description="this replica's rolling update turn")
+    nudges_total: int = Field(default=0, description="nudge signals received by all runs (counted from this field's "
+                                                     "introduction)")
 
 
 class ReplicaInput(Message):
@@ -273,6 +276,10 @@ class ReplicaInput(Message):
     history_event_limit: int = Field(
         default=10_000, description="continue-as-new past this many events even if the server does not suggest it"
     )
+    signal_limit: int = Field(default=SIGNALS_PER_RUN, ge=1,
+                              description="continue-as-new once a run has received this many signals")
+    update_limit: int = Field(default=UPDATES_PER_RUN, ge=1,
+                              description="continue-as-new once a run has received this many updates")
 
 
 class ReplicaOutcome(Message):
@@ -325,6 +332,10 @@ class ReplicaStatus(Message):
     observed_at: datetime | None = None
     runs: int = 1
     rollout: RolloutView | None = Field(default=None, description="the rolling update turn, while it has one")
+    nudges: int = Field(default=0, description="nudge signals received by this run")
+    signals: int = Field(default=0, description="signals (nudges included) received by this run")
+    updates: int = Field(default=0, description="updates received by this run")
+    nudges_total: int = Field(default=0, description="nudges received by all runs")
 
 
 # --- reconciler --------------------------------------------------------------------------------------------------

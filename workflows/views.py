@@ -241,6 +241,7 @@ def details_markdown(
     last_termination: TerminationRecord | None,
     terminations_total: int,
     rollout: str = "",
+    held: tuple[str, ...] = (),
 ) -> str:
     """The 'current details' of the replica workflow in the Temporal UI: short, scannable at 3 a.m."""
     head = f"**{phase}** · incarnation {incarnation} · terminations {terminations_total}"
@@ -271,6 +272,10 @@ def details_markdown(
     if deadlines:
         lines += ["**Pending terminationDelay deadlines**", "", "| scope | target | due | cause |", "|---|---|---|---|"]
         lines += [f"| {d.scope.value} | {d.target} | {clock(d.due_at)} | {d.cause} |" for d in deadlines[:8]]
+        lines.append("")
+    if held:
+        lines += [f"**Due, held ({'paused' if paused else 'spec invalid'})**", ""]
+        lines += [f"- {reason}" for reason in held[:8]]
         lines.append("")
     if last_termination is not None:
         t = last_termination
