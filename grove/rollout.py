@@ -68,10 +68,9 @@ def strategy(pcs: PodCliqueSet) -> str:
 
 # --- Validation --------------------------------------------------------------------------------------------
 def rollout_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
-    """Problems of spec.updateStrategy and the rollingUpdate fields (Grove's webhook rules)."""
+    """Problems of the rollingUpdate fields that span nodes (Grove's webhook rules). The single-field rules
+    (updateStrategy.type, maxUnavailable >= 1, progressDeadline > 0) are in grove/rules.py, CEL in the CRD too."""
     kind = pcs.spec.update_strategy.type if pcs.spec.update_strategy else None
-    if kind is not None and kind not in names.UPDATE_STRATEGIES:
-        yield Problem("spec.updateStrategy.type", f"must be one of {', '.join(names.UPDATE_STRATEGIES)}, got {kind!r}")
     on_delete = kind == names.STRATEGY_ON_DELETE
     grouped = {n for g in pcs.spec.template.pod_clique_scaling_groups for n in g.clique_names}
     for i, clique in enumerate(pcs.spec.template.cliques):
@@ -91,10 +90,6 @@ def rollout_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
 def _config_problems(path: str, config: Any, on_delete: bool) -> Iterator[Problem]:
     if on_delete:
         yield Problem(path, "must not be set when spec.updateStrategy.type is OnDelete (nothing is rolled)")
-    if config.max_unavailable is not None and config.max_unavailable < 1:
-        yield Problem(f"{path}.maxUnavailable", f"must be at least 1, got {config.max_unavailable}")
-    if config.progress_deadline is not None and config.progress_deadline <= timedelta(0):
-        yield Problem(f"{path}.progressDeadline", "must be greater than 0")
 
 
 # --- What one replica's rollout needs from the spec -------------------------------------------------------

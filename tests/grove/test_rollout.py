@@ -112,7 +112,7 @@ def test_pods_are_labelled_with_their_cliques_template_hash() -> None:
     (lambda s: s["template"]["cliques"][0].update(rollingUpdate={"maxUnavailable": 0}),
      "spec.template.cliques[0].rollingUpdate.maxUnavailable: must be at least 1, got 0"),
     (lambda s: s["template"]["cliques"][0].update(rollingUpdate={"progressDeadline": "0s"}),
-     "spec.template.cliques[0].rollingUpdate.progressDeadline: must be greater than 0"),
+     "spec.template.cliques[0].rollingUpdate.progressDeadline: must be greater than 0 (omit it for no deadline)"),
     (lambda s: s["template"]["cliques"][1].update(rollingUpdate={"maxUnavailable": 1}),
      "spec.template.cliques[1].rollingUpdate: clique 'w' belongs to a podCliqueScalingGroup: set rollingUpdate on "
      "the scaling group instead"),
