@@ -5,7 +5,7 @@ acted on or listed here. A manifest that sets a listed field is still accepted (
 the object), but `grove-temporal validate` warns with the field path, and on the workflow path the PCS gets the
 condition `UnsupportedFields=True` and a Warning Event `UnsupportedFields` naming the paths.
 
-Implemented: spec.replicas; template.cliques[].name/labels/annotations and spec.roleName/podSpec/replicas/
+Implemented: spec.replicas, spec.updateStrategy and rollingUpdate (grove.rollout); template.cliques[].name/labels/annotations and spec.roleName/podSpec/replicas/
 minAvailable/startsAfter/autoScalingConfig; template.cliqueStartupType, priorityClassName (pods and PodGangs),
 headlessServiceConfig, terminationDelay; podCliqueScalingGroups[].name/cliqueNames/annotations/replicas/
 minAvailable/scaleConfig (and this project's terminationDelay override).
@@ -22,8 +22,6 @@ _TOPOLOGY = ("not implemented: topology-aware placement needs Grove's ClusterTop
              "node label keys; PodGangs are created without a topology constraint")
 _SHARING = "not implemented: no ResourceClaims are created or shared; pods get only the claims of their podSpec"
 NOT_IMPLEMENTED = {
-    "spec.updateStrategy": "not implemented: rolling updates are not done; a template change reaches only pods "
-                           "created afterwards",
     "spec.template.topologyConstraint": _TOPOLOGY,
     "spec.template.resourceClaimTemplates": _SHARING,
     "spec.template.resourceSharing": _SHARING,
@@ -45,9 +43,7 @@ def _set(value: object) -> bool:
 
 
 def _set_fields(pcs: PodCliqueSet) -> Iterator[Problem]:
-    spec, template = pcs.spec, pcs.spec.template
-    if _set(spec.update_strategy):
-        yield _warn("spec.updateStrategy", "spec.updateStrategy")
+    template = pcs.spec.template
     for key in ("topologyConstraint", "resourceClaimTemplates", "resourceSharing"):
         if _set(_field(template, key)):
             yield _warn(f"spec.template.{key}", f"spec.template.{key}")

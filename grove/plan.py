@@ -16,6 +16,7 @@ from grove import names
 from grove.durations import format_duration
 from grove.models import PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec
 from grove.problems import Problem
+from grove.rollout import pod_template_hash
 from grove.scale import ObservedCounts
 from grove.startup import PodCliqueRef, clique_dependencies, resolve
 from grove.topology import CliqueUnit, ReplicaTopology, ScalingGroupUnit
@@ -69,6 +70,7 @@ class PodCliquePlan(_Frozen):
     scaling_group: ScalingGroupRef | None
     labels: dict[str, str]
     starts_after: tuple[str, ...] = ()  # PodCliques of the same gang whose pods must all be Ready first
+    pod_template_hash: str = ""  # grove.rollout.pod_template_hash of its clique; labels its pods
 
     @property
     def pod_names(self) -> tuple[str, ...]:
@@ -403,6 +405,7 @@ class _Planner:
             base=gang == self.base_gang,
             scaling_group=ref,
             labels=labels,
+            pod_template_hash=pod_template_hash(self.pcs, clique),
         )
 
     def scaling_group(self, group: PodCliqueScalingGroupConfig) -> ScalingGroupPlan:
@@ -465,7 +468,8 @@ def _pod_plan(plan: ReplicaPlan, pclq: PodCliquePlan, index: int) -> PodPlan:
         pod_gang=pclq.pod_gang,
         base=pclq.base,
         subdomain=plan.service.name,
-        labels={**pclq.labels, names.LABEL_PODCLIQUE: pclq.name, names.LABEL_POD_INDEX: str(index)},
+        labels={**pclq.labels, names.LABEL_PODCLIQUE: pclq.name, names.LABEL_POD_INDEX: str(index),
+                names.LABEL_POD_TEMPLATE_HASH: pclq.pod_template_hash},
         env=env,
     )
 

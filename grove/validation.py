@@ -19,6 +19,7 @@ from grove.fields import unsupported_fields
 from grove.models import KaiPodGroup, PodCliqueSet
 from grove.podgroup_rules import podgroup_tree_problems
 from grove.problems import ROOT, Problem, from_validation_error, unknown_fields
+from grove.rollout import rollout_problems
 from grove.startup import startup_problems, startup_warnings
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -171,6 +172,7 @@ def _pcs_problems(pcs: PodCliqueSet, unknown: frozenset[str] = frozenset()) -> l
     found = [*_name_required(pcs), *_annotation_problems(pcs), *rules.problems(pcs, unknown)]
     found.extend(_duplicate_problems(pcs))
     found.extend(_day2_problems(pcs))
+    found.extend(rollout_problems(pcs))  # updateStrategy and rollingUpdate (grove/rollout.py; not yet CEL)
     if not unknown:  # generated names depend on counts that may be among the unknown
         found.extend(_generated_name_problems(pcs))
     return sorted(dict.fromkeys(found), key=_path_order)

@@ -18,8 +18,10 @@ from grove.models.podcliqueset import (
     PodCliqueSetSpec,
     PodCliqueSetStatus,
     PodCliqueSetTemplateSpec,
+    PodCliqueSetUpdateStrategy,
     PodCliqueSpec,
     PodCliqueTemplateSpec,
+    RollingUpdateConfiguration,
 )
 from grove.models.podgang import PodGang, PodGangGroup, PodGangSpec, PodGangStatus
 from grove.models.scalinggroup import (
@@ -47,6 +49,7 @@ __all__ = [
     "PodCliqueSetSpec",
     "PodCliqueSetStatus",
     "PodCliqueSetTemplateSpec",
+    "PodCliqueSetUpdateStrategy",
     "PodCliqueSpec",
     "PodCliqueStatus",
     "PodCliqueTemplateSpec",
@@ -54,6 +57,7 @@ __all__ = [
     "PodGangGroup",
     "PodGangSpec",
     "PodGangStatus",
+    "RollingUpdateConfiguration",
     "SubGroup",
     "WireModel",
 ]

@@ -48,6 +48,23 @@ class PodCliqueSpec(WireModel):
     auto_scaling_config: AutoScalingConfig | None = None
 
 
+class RollingUpdateConfiguration(WireModel):
+    """Grove's per-component rolling update knobs (on a standalone clique template or a scaling group config)."""
+
+    max_unavailable: Int | None = Field(
+        default=None,
+        description="pods (standalone PodClique) or whole replicas (scaling group) that may be unavailable at once "
+        "during a RollingRecreate update (default 1)",
+    )
+    progress_deadline: Duration | None = Field(
+        default=None, description="how long this component's update may show no progress; unset means no deadline"
+    )
+
+
+class PodCliqueSetUpdateStrategy(WireModel):
+    type: str | None = Field(default=None, description="RollingRecreate (default) or OnDelete")
+
+
 class PodCliqueTemplateSpec(WireModel):
     """An entry of spec.template.cliques[]."""
 
@@ -56,6 +73,9 @@ class PodCliqueTemplateSpec(WireModel):
     annotations: StringMap | None = None
     topology_constraint: Passthrough | None = None
     resource_sharing: list[Passthrough] | None = Field(default=None, description="not implemented (kept)")
+    rolling_update: RollingUpdateConfiguration | None = Field(
+        default=None, description="standalone cliques only; a scaling group's members follow the group's"
+    )
     spec: PodCliqueSpec
 
 
@@ -75,6 +95,7 @@ class PodCliqueScalingGroupConfig(WireModel):
     scale_config: AutoScalingConfig | None = None
     topology_constraint: Passthrough | None = None
     resource_sharing: list[Passthrough] | None = Field(default=None, description="not implemented (kept)")
+    rolling_update: RollingUpdateConfiguration | None = None
 
 
 class HeadlessServiceConfig(WireModel):
@@ -123,7 +144,7 @@ def wanted_replicas(obj: Mapping[str, Any] | None) -> int | None:
 
 class PodCliqueSetSpec(WireModel):
     replicas: Int = Field(default=DEFAULT_REPLICAS, description="number of PodCliqueSet replicas (default 1)")
-    update_strategy: Passthrough | None = None
+    update_strategy: PodCliqueSetUpdateStrategy | None = None
     template: PodCliqueSetTemplateSpec
 
 
@@ -135,6 +156,8 @@ class PodCliqueSetStatus(WireModel):
     available_replicas: Int = 0
     hpa_pod_selector: str | None = None
     pod_gang_statuses: list[Passthrough] | None = None
+    current_generation_hash: str | None = None
+    update_progress: Passthrough | None = None
 
 
 class PodCliqueSet(WireModel):

@@ -187,7 +187,7 @@ def test_autoscaling_rules_name_the_field() -> None:
 def test_grove_fields_not_implemented_are_warned_with_their_paths() -> None:
     data = copy.deepcopy(SIMPLE3)
     template = data["spec"]["template"]
-    data["spec"]["updateStrategy"] = {"type": "RollingRecreate"}
+    data["spec"]["updateStrategy"] = {"type": "RollingRecreate"}  # implemented (grove.rollout): no warning
     template["topologyConstraint"] = {"pack": {"required": "rack"}}
     template["resourceClaimTemplates"] = [{"name": "gpu", "templateSpec": {}}]
     template["cliques"][0]["resourceSharing"] = [{"name": "gpu", "scope": "PerReplica"}]
@@ -196,7 +196,7 @@ def test_grove_fields_not_implemented_are_warned_with_their_paths() -> None:
     problems, warnings = check_document(data)
     assert problems == []
     assert sorted(paths(warnings)) == sorted([
-        "spec.updateStrategy", "spec.template.topologyConstraint", "spec.template.resourceClaimTemplates",
+        "spec.template.topologyConstraint", "spec.template.resourceClaimTemplates",
         "spec.template.cliques[0].resourceSharing", "spec.template.podCliqueScalingGroups[0].topologyConstraint",
         "spec.template.cliques[0].spec.startsAftr"])
     assert all("not implemented" in w.message or "unknown field" in w.message for w in warnings)

@@ -10,13 +10,12 @@ from temporalio import activity
 from temporalio.client import Client
 
 from grove.models import PodCliqueSet
-from tests.workflows.test_replica_workflow import (  # noqa: F401 (client and dev_server are fixtures)
+from tests.workflows.test_replica_workflow import (  # noqa: F401 (client is a fixture)
     ScriptedCluster,
     _run,
     _status,
     _until,
     client,
-    dev_server,
 )
 from workflows import contract
 from workflows.messages import (
