@@ -9,12 +9,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from activities.backend import Scheduling
 from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
 from grove import names
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
+from grove.scheduling import held_surplus_pods
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
 
@@ -125,10 +127,12 @@ class SpecReading:
     problems: tuple[str, ...] = ()
     generation: int = 0
     wanted_replicas: int = 0
+    backend: str = names.BACKEND_NONE  # the gang scheduler of this PCS (activities/backend.py)
 
 
-def read_spec(pcs_obj: JSON | None, ref: ReplicaRef) -> SpecReading:
-    """Is the PCS still ours to drive, how many replicas does it want, and what does this replica look like."""
+def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, scheduling: Scheduling | None = None) -> SpecReading:
+    """Is the PCS still ours to drive, how many replicas does it want, and what does this replica look like.
+    A scheduler backend the cluster cannot serve makes the spec unusable like a validation problem."""
     if pcs_obj is None:
         return SpecReading(PcsState.ABSENT)
     meta = pcs_obj.get("metadata", {})
@@ -150,12 +154,19 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef) -> SpecReading:
             generation=generation,
             wanted_replicas=wanted,
         )
+    scheduling = scheduling or Scheduling()
+    backend = scheduling.backend_for(pcs)
+    unusable = scheduling.problem(backend)
+    if unusable:
+        return SpecReading(PcsState.PRESENT, problems=(unusable,), generation=generation,
+                           wanted_replicas=pcs.spec.replicas, backend=backend)
     return SpecReading(
         PcsState.PRESENT,
         pcs=pcs,
         plan=plan_replica(pcs, ref.replica),
         generation=generation,
         wanted_replicas=pcs.spec.replicas,
+        backend=backend,
     )
 
 
@@ -251,8 +262,20 @@ def _podgroups_differ(gang_obj: JSON, gang_plan: object) -> bool:
     return have != want
 
 
+def _hold_surplus(cliques: dict[str, CliqueState], plan: ReplicaPlan) -> dict[str, CliqueState]:
+    """kube backend: surplus pods keep their gate until their gang is scheduled (grove/scheduling.py)."""
+    held = held_surplus_pods(plan, {name: c.scheduled for name, c in cliques.items() if not c.terminating})
+    return {
+        name: c.model_copy(update={"releasable": {p: u for p, u in c.releasable.items() if p not in held}})
+        for name, c in cliques.items()
+    }
+
+
 def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
     plan = spec.plan
+    cliques = clique_states(view)
+    if plan is not None and spec.backend == names.BACKEND_KUBE:
+        cliques = _hold_surplus(cliques, plan)
     return ReplicaSnapshot(
         read_at=datetime.now(UTC),
         read_from=view.read_from,
@@ -262,6 +285,7 @@ def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
         problems=spec.problems,
         topology=plan.topology() if plan is not None else None,
         release_after=scaled_release_after(spec.pcs) if spec.pcs is not None else "Scheduled",
-        cliques=clique_states(view),
+        cliques=cliques,
         drift=tuple(drift(view, plan)) if plan is not None else (),
+        scheduler_backend=spec.backend if spec.state is PcsState.PRESENT else None,
     )

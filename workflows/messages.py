@@ -82,6 +82,8 @@ class ReplicaSnapshot(Message):
     drift: tuple[str, ...] = Field(
         default=(), description="what materialising would change: missing or surplus objects, stale references"
     )
+    scheduler_backend: str | None = Field(
+        default=None, description="the gang scheduler placing this replica's pods: kube, kai or none (DESIGN §4b)")
 
     @property
     def valid(self) -> bool:
