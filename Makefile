@@ -32,6 +32,6 @@ lint: setup
 pytest: setup binaries
 	$(BIN)/pytest --timeout=900 $(PYTEST_ARGS)
 
-# Re-record the workflow histories that tests/unit/test_replay.py replays (runs the end-to-end suite).
+# Re-record the workflow histories that tests/workflows/test_replay.py replays (runs the end-to-end suite).
 record-histories: setup binaries
 	$(BIN)/pytest --timeout=900 tests/e2e --record-histories

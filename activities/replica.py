@@ -34,6 +34,7 @@ from activities.kubeapi import (
     Kube,
     KubeError,
 )
+from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from activities.native_gangs import NativeGangs
 from activities.status import mirror, mirror_pcs
 from activities.view import (
@@ -51,7 +52,6 @@ from activities.view import (
 )
 from grove import manifests, names
 from grove.plan import ReplicaPlan
-from worker.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from workflows.messages import (
     DeleteReplicaResult,
     EnsureResult,

@@ -19,7 +19,7 @@ from bench import procs
 from bench.workerproc import WorkerProc
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.stack import LocalStack, StackOptions
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
@@ -81,8 +81,8 @@ class BenchCluster:
 
 def stack_options(pods: int) -> StackOptions:
     """Enough fake-node capacity for `pods` pods with room to spare."""
-    from worker.localstack.kwok import NodeShape
-    from worker.localstack.stack import StackOptions
+    from localstack.kwok import NodeShape
+    from localstack.stack import StackOptions
 
     nodes = max(3, math.ceil(pods * 1.25 / PODS_PER_NODE))
     return StackOptions(nodes=nodes, node_shape=NodeShape(cpu="1000", memory="4Ti", pods=PODS_PER_NODE),
@@ -92,8 +92,8 @@ def stack_options(pods: int) -> StackOptions:
 @contextlib.asynccontextmanager
 async def bench_cluster(pods: int, stack: LocalStack | None = None) -> AsyncIterator[BenchCluster]:
     """A started stack with CRDs (fresh unless `stack` is given), stopped (or cleaned) afterwards."""
-    from worker.localstack.crds import apply_crds
-    from worker.localstack.stack import LocalStack
+    from localstack.crds import apply_crds
+    from localstack.stack import LocalStack
 
     owned = stack is None
     if stack is None:

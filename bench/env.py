@@ -37,7 +37,7 @@ def load_average() -> list[float]:
 
 
 def versions(kube_version: str | None = None) -> dict[str, Any]:
-    from worker.localstack import binaries
+    from localstack import binaries
 
     found: dict[str, Any] = {"python": platform.python_version()}
     for package in ("temporalio", "kubernetes", "pydantic"):

@@ -10,7 +10,7 @@ from bench import env, report
 from bench.cluster import Clusters
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 Scenario = Callable[..., Awaitable[dict[str, Any]]]
 

@@ -9,7 +9,7 @@ from typing import Any
 from activities.kubeapi import JSON, PODCLIQUESETS, PODS, Kube
 from bench.observer import Observer, Tracked
 from grove import names
-from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 
 
 def clique(name: str, replicas: int, min_available: int | None = None) -> JSON:

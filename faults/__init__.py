@@ -4,6 +4,6 @@ Temporal dev server restart (file-backed database), kube-apiserver outages while
 nodes — and checked after each round against the invariants of DESIGN §4.5 from the real objects and the workflow
 histories, never from our own status mirror.
 
-`grove-temporal faults --seed N --rounds K` is the entry point (worker/commands/faults.py); faults.runner does the
+`grove-temporal faults --seed N --rounds K` is the entry point (faults/command.py); faults.runner does the
 work, faults.invariants holds the checks.
 """

@@ -20,9 +20,9 @@ from kubernetes.client.exceptions import ApiException
 from activities.kubeapi import PODS, Kube, Resource
 from faults import schedule
 from faults.schedule import Step
-from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
-from worker.localstack.processes import ManagedProcess
-from worker.localstack.stack import LocalStack
+from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from localstack.processes import ManagedProcess
+from localstack.stack import LocalStack
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PROTECTED_NODE = "kwok-node-0"  # foreign pods live here; never lost

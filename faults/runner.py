@@ -57,9 +57,9 @@ from faults.injector import NODES, PROTECTED_NODE, RUNNER_FIELD_MANAGER, Injecto
 from faults.invariants import Findings, LiveObjects, ReplicaKey, Violation
 from faults.recorder import Recorder
 from faults.workload import FOREIGN_MARK, Workload, foreign_objects
+from localstack.processes import ManagedProcess
+from localstack.stack import LocalStack
 from worker.app import WORKFLOWS
-from worker.localstack.processes import ManagedProcess
-from worker.localstack.stack import LocalStack
 from workflows.ids import replica_workflow_id
 from workflows.messages import ControlResult, PauseRequest, Phase, ReplicaStatus
 
@@ -114,9 +114,9 @@ class FaultRun:
 
     # --- the run ---------------------------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        from worker.localstack import rundirs
-        from worker.localstack.crds import apply_crds
-        from worker.localstack.stack import StackOptions
+        from localstack import rundirs
+        from localstack.crds import apply_crds
+        from localstack.stack import StackOptions
 
         began = time.monotonic()
         # Our own clients retry every request during the outages we cause; their warnings would drown the report.

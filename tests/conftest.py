@@ -1,7 +1,10 @@
 """Shared fixtures: the real local stack (one per test session) and clients for it.
 
-Tests under tests/integration and tests/e2e are marked `stack` automatically; `pytest -m "not stack"` runs the rest
-without starting anything.
+Tests are arranged by subsystem (tests/grove, tests/workflows, tests/activities, tests/worker, tests/localstack,
+tests/deploy, tests/faults, tests/bench) plus tests/e2e, named by behaviour. A test that needs the real local stack
+(it asks for the `stack` fixture, directly or through another fixture, or lives in tests/e2e, or starts a stack of
+its own and says so with `pytestmark = pytest.mark.stack`) is marked `stack` automatically; `pytest -m "not stack"`
+runs the rest without starting anything.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
     from temporalio.client import Client
 
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 TESTS_DIR = Path(__file__).resolve().parent
-STACK_TEST_DIRS = (TESTS_DIR / "integration", TESTS_DIR / "e2e", TESTS_DIR / "bench", TESTS_DIR / "faults")
+STACK_TEST_DIRS = (TESTS_DIR / "e2e",)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,7 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath)).resolve()
-        if any(path.is_relative_to(d) for d in STACK_TEST_DIRS):
+        fixtures = getattr(item, "fixturenames", ())
+        if "stack" in fixtures or any(path.is_relative_to(d) for d in STACK_TEST_DIRS):
             item.add_marker(pytest.mark.stack)
 
 
@@ -46,7 +50,7 @@ def stack() -> Iterator[LocalStack]:
     Torn down at the end of the session whatever happened; atexit and the SIGTERM hook are the backstop when the
     session itself is killed, and the next start reaps what a SIGKILLed session left.
     """
-    from worker.localstack.stack import LocalStack, StackOptions
+    from localstack.stack import LocalStack, StackOptions
 
     local_stack = LocalStack(StackOptions(nodes=3))
     try:
@@ -69,7 +73,7 @@ def kube(stack: LocalStack) -> Iterator[ApiClient]:
 @pytest.fixture(scope="session")
 def crds(kube: ApiClient) -> list[str]:
     """Every CRD under deploy/crds/, applied and Established; returns their names."""
-    from worker.localstack.crds import apply_crds
+    from localstack.crds import apply_crds
 
     return apply_crds(kube)
 

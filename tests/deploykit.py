@@ -27,7 +27,7 @@ Doc = dict[str, Any]
 
 
 def kubectl_path() -> Path:
-    from worker.localstack.binaries import path_of
+    from localstack.binaries import path_of
 
     return path_of("kubectl")
 

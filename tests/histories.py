@@ -2,7 +2,7 @@
 
 End-to-end tests replay the history of every replica workflow they drove (so a non-deterministic change fails the
 run that exposed it) and, with `pytest --record-histories`, save them under tests/fixtures/histories/ as the
-fixtures that tests/unit/test_replay.py replays at unit speed.
+fixtures that tests/workflows/test_replay.py replays at unit speed.
 """
 
 from __future__ import annotations

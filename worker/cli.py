@@ -10,6 +10,7 @@ import importlib
 import os
 import pkgutil
 import sys
+from importlib import metadata
 
 import typer
 
@@ -24,12 +25,26 @@ app = typer.Typer(
 )
 
 
+# The development rooms (localstack/, bench/, faults/) add their commands (`run`, `binaries`, `stack-bench`,
+# `bench`, `faults`) through this entry-point group; the product never imports them by name. An install without
+# them (the worker image) lists the entry points but lacks the modules: those commands are simply absent there.
+PLUGIN_GROUP = "grove_temporal.commands"
+
+
 def _register_commands() -> None:
     for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{module_info.name}")
         register = getattr(module, "register", None)
         if register is not None:
             register(app)
+    for entry_point in sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        try:
+            register = entry_point.load()
+        except ModuleNotFoundError as error:
+            if error.name and entry_point.module.startswith(error.name):
+                continue  # that room is not installed here
+            raise
+        register(app)
 
 
 _register_commands()

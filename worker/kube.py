@@ -61,7 +61,7 @@ class InstrumentedApiClient(client.ApiClient):
     """An ApiClient that counts every request by verb, resource and status code, and times it."""
 
     def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):  # type: ignore[no-untyped-def]
-        from worker.metrics import KUBE_REQUEST_SECONDS, KUBE_REQUESTS
+        from activities.metrics import KUBE_REQUEST_SECONDS, KUBE_REQUESTS
 
         verb, resource = _verb_and_resource(method, url)
         started = time.perf_counter()

@@ -23,10 +23,14 @@ class OperatorError(Exception):
     """A request an operator made that cannot be carried out; the message says why, naming the argument."""
 
 
+def runs_root() -> Path:
+    """Where local stacks keep their run directories; `grove-temporal run` records itself here."""
+    base = os.environ.get("GROVE_TEMPORAL_STATE_DIR")
+    return Path(base) if base else Path.home() / ".cache" / "grove-temporal" / "runs"
+
+
 def current_stack_file() -> Path:
     """Written by `grove-temporal run` while it runs, so other commands find its Temporal without flags."""
-    from worker.localstack.rundirs import runs_root
-
     return runs_root() / "current-run.json"
 
 

@@ -25,9 +25,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, KubeError, Resource
+from activities.metrics import NUDGES, WATCH_EVENTS
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
-from worker.metrics import NUDGES, WATCH_EVENTS
 from workflows.ids import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
 from workflows.messages import Nudge
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # One-shot job of docker-compose.yml: the Temporal namespace and the search attributes grove-temporal's workflows
-# set (workflows/search.py; the local stack registers the same ones, worker/localstack/temporal.py). Idempotent.
+# set (workflows/search.py; the local stack registers the same ones, localstack/temporal.py). Idempotent.
 set -eu
 address=${TEMPORAL_ADDRESS:-temporal:7233}
 namespace=${TEMPORAL_NAMESPACE:-default}

@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from bench.runner import run_scenario
 
+pytestmark = pytest.mark.stack  # starts real stack components of its own
+
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
     from temporalio.client import WorkflowHandle
 
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from temporalio.service import RPCError
 
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
 from grove import names
-from worker.localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from workflows.ids import replica_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 

@@ -1,5 +1,5 @@
 """Bodies of the lifecycle scenarios S1–S3, shared by the tests that run them with an admin worker
-(test_s1_s2_release.py, test_s3_termination.py) and with a worker under deploy/'s ServiceAccount (test_rbac.py).
+(test_gate_release.py, test_gang_termination.py) and with a worker under deploy/'s ServiceAccount (test_rbac.py).
 
 Each takes the test namespace's Cluster (and a Temporal client where it queries the workflow) and asserts on the
 real objects and the workflow's own answers; which identity the worker runs as is the caller's business.

@@ -24,8 +24,8 @@ from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique,
 from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, Phase
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
-    from worker.localstack.temporal import TemporalDevServer
+    from localstack.stack import LocalStack
+    from localstack.temporal import TemporalDevServer
 
 SUGGEST_AFTER_EVENTS = 15  # one observe-and-mirror round after a nudge is about that many events
 DELAY_S = 10

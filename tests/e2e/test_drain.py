@@ -19,12 +19,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from localstack import rundirs
+from localstack.binaries import path_of
+from localstack.processes import ProcessRegistry
+from localstack.stack import LocalStack
+from localstack.temporal import TemporalDevServer
 from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, http_get, pcs_manifest, wait_for
-from worker.localstack import rundirs
-from worker.localstack.binaries import path_of
-from worker.localstack.processes import ProcessRegistry
-from worker.localstack.stack import LocalStack
-from worker.localstack.temporal import TemporalDevServer
 from workflows.ids import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 

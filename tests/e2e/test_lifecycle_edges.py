@@ -26,7 +26,7 @@ from workflows.ids import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaOutcome
 
 if TYPE_CHECKING:
-    from worker.localstack.stack import LocalStack
+    from localstack.stack import LocalStack
 
 FOREIGN_GATE = "example.com/quota-admission"
 

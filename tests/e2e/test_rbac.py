@@ -107,23 +107,23 @@ def test_the_apiserver_grants_the_service_account_exactly_deploys_rules(
 
 
 # --- S1–S3 as the ServiceAccount -----------------------------------------------------------------------------------
-async def test_s1_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess,
+async def test_base_gang_release_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess,
                                          temporal_client: Client) -> None:
     await scenarios.s1_standalone_cliques_form_the_base_gang(cluster, temporal_client)
     assert_never_refused(sa_worker_process)
 
 
-async def test_s2_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess) -> None:
+async def test_scaled_gang_release_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess) -> None:
     scenarios.s2_scaled_gangs_wait_for_the_base_gang(cluster)
     assert_never_refused(sa_worker_process)
 
 
-async def test_s2_gated_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess) -> None:
+async def test_scaled_gangs_stay_gated_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess) -> None:
     scenarios.s2_scaled_pods_stay_gated_while_the_base_gang_cannot_be_scheduled(cluster)
     assert_never_refused(sa_worker_process)
 
 
-async def test_s3_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess,
+async def test_gang_termination_as_the_service_account(cluster: Cluster, sa_worker_process: WorkerProcess,
                                          temporal_client: Client) -> None:
     await scenarios.s3_standalone_breach_terminates_and_recreates_the_replica(cluster, temporal_client)
     assert_never_refused(sa_worker_process)

@@ -20,12 +20,12 @@ import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 
+from localstack.stack import LocalStack
 from tests import deploykit
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manifest, wait_for
 from tests.e2e.tlsproxy import SERVER_NAME, Authority, Issued, TlsProxy
 from worker.app import connect
 from worker.config import TemporalSettings
-from worker.localstack.stack import LocalStack
 from workflows.ids import reconciler_workflow_id
 from workflows.messages import Phase
 

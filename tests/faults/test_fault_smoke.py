@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from faults import runner, schedule
+
+pytestmark = pytest.mark.stack  # starts real stack components of its own
 
 SEED = 7
 ROUNDS = 4

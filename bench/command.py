@@ -1,0 +1,62 @@
+"""`grove-temporal bench SCENARIO`: start the local stack, run one benchmark of issue 6, print and save the figures.
+
+Scenarios (bench/): b1 gate-release latency against a measured floor, b2 termination accuracy, b3 scale,
+b4 idle cost, b5 crash recovery. The JSON goes to bench-results/<scenario>-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+REPO = Path(__file__).resolve().parents[1]
+# Which options each scenario takes (defaults live with the scenario, in bench/).
+ACCEPTS = {
+    "b1": {"replicas", "interval", "profile"},
+    "b2": {"replicas", "delay"},
+    "b3": {"sizes", "per_pcs", "profile"},
+    "b4": {"replicas", "window", "per_pcs"},
+    "b5": {"replicas", "per_pcs", "profile"},
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+
+
+def bench(
+    scenario: Annotated[str, typer.Argument(help="b1 release latency, b2 termination accuracy, b3 scale, "
+                                                 "b4 idle cost, b5 recovery")],
+    replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); b2: breaches (20); "
+                                                     "b4: settled replicas (200); b5: active replicas (100)")] = None,
+    interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations (1.5)")] = None,
+    delay: Annotated[float | None, typer.Option(help="b2: terminationDelay in seconds (5)")] = None,
+    sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
+    window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
+    per_pcs: Annotated[int | None, typer.Option(help="b3-b5: replicas per PodCliqueSet (10)")] = None,
+    profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
+                                               "JSON)")] = False,
+    out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
+) -> None:
+    """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
+    import asyncio
+
+    from bench import report
+    from bench.runner import run_scenario
+
+    if scenario not in ACCEPTS:
+        raise typer.BadParameter(f"unknown scenario {scenario!r}; one of {', '.join(ACCEPTS)}")
+    given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "window": window,
+                             "per_pcs": per_pcs,
+                             "profile": profile or None,
+                             "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None}
+    given = {k: v for k, v in given.items() if v is not None}
+    wrong = sorted(set(given) - ACCEPTS[scenario])
+    if wrong:
+        raise typer.BadParameter(f"{scenario} does not take {', '.join('--' + w.replace('_', '-') for w in wrong)}")
+    result = asyncio.run(run_scenario(scenario, given))
+    report.render(result)
+    path = report.write(result, out)
+    typer.echo(f"wrote {path}")

@@ -1,0 +1,85 @@
+"""Free loopback ports and polling helpers for component readiness."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from localstack.processes import ManagedProcess, StackStartError, log_tail
+
+LOOPBACK = "127.0.0.1"
+
+_handed_out: set[int] = set()
+_ports_lock = threading.Lock()
+
+
+def free_port() -> int:
+    """A port the kernel considers free on 127.0.0.1, never handed out twice by this process."""
+    with _ports_lock:
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((LOOPBACK, 0))
+                port = int(s.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    raise StackStartError("could not find a free loopback port")
+
+
+def port_accepts(port: int, host: str = LOOPBACK) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def http_status(
+    url: str, ca_file: Path | None = None, token: str | None = None, timeout: float = 2.0
+) -> int | None:
+    """HTTP status of a GET, or None when nothing answers. `ca_file=None` with https skips verification."""
+    context: ssl.SSLContext | None = None
+    if url.startswith("https://"):
+        context = (
+            ssl.create_default_context(cafile=str(ca_file)) if ca_file else ssl._create_unverified_context()
+        )
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def wait_until(
+    check: Callable[[], bool],
+    what: str,
+    timeout: float,
+    process: ManagedProcess | None = None,
+    interval: float = 0.1,
+) -> float:
+    """Poll `check` until it holds; fail early when `process` dies. Returns the seconds waited."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        if process is not None and not process.running():
+            raise StackStartError(f"{what}: {process.exit_description()}")
+        try:
+            if check():
+                return time.monotonic() - started
+        except Exception:  # noqa: BLE001 - readiness probes fail in many ways while a server boots
+            pass
+        if time.monotonic() > deadline:
+            detail = f"; last lines of {process.log_path}:\n{log_tail(process.log_path)}" if process else ""
+            raise StackStartError(f"{what}: not ready after {timeout:.0f}s{detail}")
+        time.sleep(interval)

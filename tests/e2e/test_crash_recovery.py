@@ -1,0 +1,108 @@
+"""S9: the worker process is SIGKILLed; a new one takes over from the workflow history.
+
+1. During a pending terminationDelay: the termination still happens at the original deadline (never before, at most
+   a measured margin after), exactly once.
+2. After availability was reached: the was-available memory survives (it lives in the history, not in a status
+   bit or in the dead process), so a later breach is still detected and acted on after the delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+
+from temporalio.client import Client
+
+from tests.e2e.conftest import Histories
+from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
+from workflows.messages import Phase
+
+# The new worker starts a few seconds into the delay; the deadline is well after that, so the test shows the
+# timer surviving the crash rather than a timer set by the new process.
+DELAY_S = 20
+# How late the termination may come after the deadline when the worker that last ran the workflow died. Measured
+# 0.2-0.4 s (the server sees the dead worker's sticky queue has no poller and dispatches the timer's workflow task
+# to the normal queue at once; then observe + terminate run). 5 s leaves room for a loaded machine while still
+# failing a timer that was lost and re-created late, or that waited out the 10 s sticky schedule-to-start timeout.
+LATE_MARGIN_S = 5
+
+
+async def test_a_worker_killed_during_the_delay_terminates_at_the_original_deadline_exactly_once(
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
+        histories: Histories) -> None:
+    cluster.apply(pcs_manifest("crash", cluster.namespace, termination_delay=f"{DELAY_S}s",
+                               cliques=[clique("frontend", 2, 2), clique("api", 2, 1)]))
+    wait_for(lambda: cluster.ready_pods(4), timeout=60, what="4 Ready pods")
+    replica = Replica(temporal_client, cluster, "crash")
+    await replica.wait_phase(Phase.AVAILABLE)
+    before = cluster.inventory()
+
+    cluster.fail_readiness("crash-0-frontend-1")
+    deadline = (await replica.wait(lambda s: bool(s.deadlines), what="deadline")).deadlines[0]
+    await asyncio.sleep(2)
+    worker_process.kill()
+    killed_at = datetime.now(UTC)
+    await asyncio.sleep(1)
+    worker_process.start()
+    print(f"\nS9 worker SIGKILLed {(killed_at - deadline.breach_start).total_seconds():.1f}s into a {DELAY_S}s delay, "
+          f"new worker started 1s later")
+
+    frontend_uid = before["PodClique/crash-0-frontend"]
+    wait_for(lambda: any("deleting" in m for m in timeline.of("PodClique", "crash-0-frontend")),
+             timeout=DELAY_S + LATE_MARGIN_S + 10, what="termination after the crash")
+    deleting = min(m["deleting"] for m in timeline.of("PodClique", "crash-0-frontend") if "deleting" in m)
+    late = deleting - deadline.due_at.timestamp()
+    print(f"S9 PodCliques seen deleting {late * 1000:.0f} ms after the original deadline")
+    assert late >= 0, "never before the original deadline"
+    assert late <= LATE_MARGIN_S, f"{late:.1f}s after the original deadline"
+
+    wait_for(lambda: cluster.live_pclq_uids().get("crash-0-frontend") not in (None, frontend_uid), timeout=90,
+             what="replica recreated by the new worker")
+    wait_for(lambda: cluster.ready_pods(4), timeout=60, what="replica back to Ready")
+    await asyncio.sleep(3)  # a duplicate termination (replayed timer, retried activity) would show by now
+    status = await replica.status()
+    assert status.terminations_total == 1 and status.incarnation == 2
+    record = status.terminations[0]
+    assert record.deadline == deadline.due_at and record.breach_start == deadline.breach_start
+    assert record.at >= deadline.due_at
+    print(f"S9 workflow recorded the termination {(record.at - deadline.due_at).total_seconds() * 1000:.0f} ms after "
+          "the original deadline")
+    assert len(cluster.events("GangTerminated")) == 1, "exactly once"
+    await histories.keep(replica.handle, "s9_crash_during_delay")
+
+
+async def test_was_available_survives_a_worker_crash(
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, histories: Histories) -> None:
+    delay_s = 4
+    cluster.apply(pcs_manifest("sticky", cluster.namespace, termination_delay=f"{delay_s}s",
+                               cliques=[clique("frontend", 2, 2), clique("api", 2, 1)]))
+    wait_for(lambda: cluster.ready_pods(4), timeout=60, what="4 Ready pods")
+    replica = Replica(temporal_client, cluster, "sticky")
+    await replica.wait_phase(Phase.AVAILABLE)
+    before = cluster.inventory()
+
+    worker_process.kill()
+    worker_process.start()
+    restarted = time.monotonic()
+    # The new process knows only the history: it must still remember that frontend was available.
+    status = await replica.wait(lambda s: bool(s.cliques), timeout=30, what="status from the new worker")
+    assert all(c.was_available for c in status.cliques), status.cliques
+
+    broke = datetime.now(UTC)
+    cluster.fail_readiness("sticky-0-frontend-1")
+    # The new worker's watcher takes over the dead one's lease first (lease duration 15 s on its own clock).
+    breached = await replica.wait(lambda s: bool(s.deadlines), timeout=90, what="breach detected by the new worker")
+    deadline = breached.deadlines[0]
+    print(f"\nS9 breach after a crash detected {time.monotonic() - restarted:.1f}s after the restart "
+          "(the new watcher waits out the dead one's lease)")
+    frontend = next(c for c in breached.cliques if c.name == "sticky-0-frontend")
+    assert (frontend.breached, frontend.reason, frontend.was_available) == ("True", "InsufficientReadyPods", True)
+    assert deadline.breach_start >= broke and deadline.delay == timedelta(seconds=delay_s)
+    wait_for(lambda: cluster.live_pclq_uids().get("sticky-0-frontend") not in (None, before["PodClique/sticky-0-frontend"]),
+             timeout=delay_s + 30, what="terminated after the delay")
+    status = await replica.status()
+    assert status.terminations_total == 1 and status.terminations[0].at >= deadline.due_at
+    print(f"S9 terminated {(status.terminations[0].at - deadline.due_at).total_seconds() * 1000:.0f} ms after the "
+          "deadline")
+    await histories.keep(replica.handle, "s9_was_available_across_crash")

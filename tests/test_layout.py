@@ -1,0 +1,57 @@
+"""The rooms of the repository (DESIGN §6): the product (grove, workflows, activities, worker) never imports a
+development room (localstack, bench, faults), and no two top-level packages import each other, directly or round
+a longer cycle."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("grove", "workflows", "activities", "worker")
+DEV_ROOMS = ("localstack", "bench", "faults")
+ROOMS = PRODUCT + DEV_ROOMS
+
+
+def _imports_between_rooms() -> dict[str, dict[str, set[str]]]:
+    """room -> imported room -> the files that import it."""
+    graph: dict[str, dict[str, set[str]]] = {room: {} for room in ROOMS}
+    for room in ROOMS:
+        for path in sorted((ROOT / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in ROOMS and top != room:
+                        graph[room].setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return graph
+
+
+def test_the_product_never_imports_a_development_room() -> None:
+    graph = _imports_between_rooms()
+    offenders = {
+        room: {dev: sorted(files) for dev, files in graph[room].items() if dev in DEV_ROOMS} for room in PRODUCT
+    }
+    assert {room: found for room, found in offenders.items() if found} == {}
+
+
+def test_no_import_cycle_between_top_level_packages() -> None:
+    graph = _imports_between_rooms()
+    try:
+        order = list(TopologicalSorter({room: set(deps) for room, deps in graph.items()}).static_order())
+    except CycleError as error:
+        raise AssertionError(f"import cycle between rooms: {error.args[1]}") from error
+    assert order.index("grove") < order.index("workflows") < order.index("activities") < order.index("worker")
+
+
+def test_the_development_rooms_reach_the_cli_through_entry_points_only() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for target in ("localstack.commands:register", "bench.command:register", "faults.command:register"):
+        assert target in pyproject
+    cli = (ROOT / "worker" / "cli.py").read_text()
+    assert all(room not in cli.split("PLUGIN_GROUP")[0] for room in ("import localstack", "import bench"))

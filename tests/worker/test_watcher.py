@@ -1,0 +1,94 @@
+"""The watcher against the real apiserver and Temporal: it keeps following changes across the leadership cycle the
+elector puts it through (run, cancelled when the lease is lost, run again when it is regained), and a nudge it could
+not deliver while Temporal was down reaches the workflow once Temporal is back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.kubeapi import PODCLIQUESETS, Kube
+from grove import names
+from tests.localstack.stack_proof_workflows import NudgeCountWorkflow
+from worker.watcher import Nudger, Watcher
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from localstack.stack import LocalStack
+
+
+def _pcs(name: str) -> dict[str, object]:
+    clique = {"name": "c", "spec": {"roleName": "c", "replicas": 1, "minAvailable": 1,
+                                    "podSpec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}
+    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET, "metadata": {"name": name},
+            "spec": {"replicas": 0, "template": {"cliques": [clique]}}}
+
+
+async def _until(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_watcher_follows_changes_again_after_losing_and_regaining_the_lease(
+        kube: ApiClient, crds: list[str], namespace: str, temporal_client: Client) -> None:
+    client = Kube(kube)
+    watcher = Watcher(client, temporal_client, namespace=namespace)
+
+    async def lead_once(pcs: str) -> None:
+        """One leadership term: run, see a new PodCliqueSet, lose the lease (the elector cancels the run)."""
+        term = asyncio.create_task(watcher.run())
+        try:
+            await _until(lambda: watcher.pcs_feed.synced.is_set(), "the PodCliqueSet feed to sync")
+            client.create(PODCLIQUESETS, namespace, _pcs(pcs))
+            await _until(lambda: (namespace, pcs) in watcher.pcs_feed.known, f"the watcher to see {pcs}")
+        finally:
+            term.cancel()
+            await asyncio.gather(term, return_exceptions=True)
+
+    await lead_once("first-term")
+    await lead_once("second-term")  # before the fix its threads ended at once: nothing was watched any more
+
+
+# The Temporal client retries a call for ~11 s (10 retries, backoff 0.1 s x 1.5 up to 5 s): an outage longer than that
+# makes the signal fail for good.
+TEMPORAL_DOWN_S = 15
+
+
+async def test_a_nudge_that_fails_while_temporal_is_down_arrives_once_it_is_back(
+        stack: LocalStack, tmp_path: Path) -> None:
+    server = stack.add_temporal_server(f"temporal-nudges-{uuid.uuid4().hex[:6]}", db_file=tmp_path / "temporal.db")
+    try:
+        client = await Client.connect(server.address)
+        async with Worker(client, task_queue="nudges", workflows=[NudgeCountWorkflow]):
+            handle = await client.start_workflow(NudgeCountWorkflow.run, id="replica", task_queue="nudges")
+            nudger = Nudger(client)
+            sending = asyncio.create_task(nudger.run())
+            try:
+                await asyncio.to_thread(server.stop)
+                nudger.request("replica")  # e.g. a pod turned NotReady while Temporal was restarting
+                await asyncio.sleep(TEMPORAL_DOWN_S)
+                await asyncio.to_thread(server.start)
+                await asyncio.to_thread(server.wait_ready)
+                deadline = time.monotonic() + 30
+                nudges = 0
+                while nudges == 0 and time.monotonic() < deadline:
+                    nudges = await handle.query(NudgeCountWorkflow.nudges)
+                    await asyncio.sleep(0.5)
+                assert nudges == 1, "the nudge was dropped: the workflow never heard of the change"
+            finally:
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
+            await handle.signal(NudgeCountWorkflow.done)
+            assert await handle.result() == 1
+    finally:
+        server.stop()
