@@ -294,6 +294,7 @@ class ReplicaStatus(Message):
     rejected: tuple[str, ...] = Field(default=(), description="recent control requests that were rejected, why")
     observed_at: datetime | None = None
     runs: int = 1
+    scheduler_backend: str | None = Field(default=None, description="kube, kai or none, as last observed")
 
 
 # --- reconciler --------------------------------------------------------------------------------------------------

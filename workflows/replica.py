@@ -484,6 +484,7 @@ class ReplicaWorkflow:
             if self._evaluation and (self.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.runs,
+            scheduler_backend=self._snapshot.scheduler_backend if self._snapshot else None,
         )
 
     # --- control helpers -------------------------------------------------------------------------------------------
