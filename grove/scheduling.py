@@ -72,7 +72,9 @@ def native_gang(plan: ReplicaPlan, gang: PodGangPlan) -> NativeGang:
         names.LABEL_COMPONENT: names.COMPONENT_NATIVE_PODGROUP,
         names.LABEL_PODGANG: gang.name,
     }
-    labels.pop(names.LABEL_NAME, None)  # set per incarnation, see native_podgroup_manifest
+    # No app.kubernetes.io/name: `<podgang>-<uid>` may be longer than a label value may be (63); the podgang label
+    # says whose it is.
+    labels.pop(names.LABEL_NAME, None)
     return NativeGang(pod_gang=gang.name, min_count=len(members), members=members, labels=labels)
 
 
@@ -94,7 +96,7 @@ def native_podgroup_manifest(gang: NativeGang, namespace: str, pod_gang_uid: str
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {**gang.labels, names.LABEL_NAME: name},
+            "labels": dict(gang.labels),
             "ownerReferences": [
                 owner_reference(names.SCHEDULER_API_VERSION, names.KIND_PODGANG, gang.pod_gang, pod_gang_uid)
             ],
