@@ -94,6 +94,12 @@ def bind_times(cluster: Cluster, pods: set[str], timeout: float = 60) -> dict[st
     return seen
 
 
+def released(cluster: Cluster, count: int) -> list[JSON] | None:
+    """Our pods, when there are `count` of them and none carries our gate any more."""
+    pods = cluster.pods(f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}")
+    return pods if len(pods) == count and not any(is_gated(p) for p in pods) else None
+
+
 def native_podgroups(cluster: Cluster) -> dict[str, JSON]:
     return {o["metadata"]["name"]: o for o in cluster.kube.list_items(NATIVE_PODGROUPS, cluster.namespace)
             if not o["metadata"].get("deletionTimestamp")}
@@ -111,8 +117,7 @@ async def test_base_gang_binds_nothing_until_all_six_fit_then_all_together(
     wait_for(lambda: all(is_scheduled(p) for p in cluster.pods()), timeout=30, what="blocker bound")
     cluster.apply(six_pod_pcs(cluster, capacity.label))  # 6 x 2 CPU; 10 CPU free: five would fit
 
-    pods = wait_for(lambda: (ps := cluster.pods(f"{names.LABEL_PART_OF}=gang")) and len(ps) == 6
-                    and not any(is_gated(p) for p in ps) and ps, timeout=60, what="6 pods, gates released")
+    pods = wait_for(lambda: released(cluster, 6), timeout=60, what="6 pods, gates released")
     (podgroup,) = native_podgroups(cluster).values()
     gang = cluster.pod_gangs()["gang-0"]
     assert podgroup["metadata"]["name"] == names.native_podgroup_name("gang-0", gang["metadata"]["uid"])
@@ -152,8 +157,8 @@ async def test_two_scaled_gangs_are_each_atomic_and_independent(
         names.native_podgroup_name(n, g["metadata"]["uid"]) for n, g in cluster.pod_gangs().items()}
 
     # Room for one scaled gang: one binds whole, the other not at all (pod by pod, 6 CPU would split them).
-    winner = wait_for(lambda: next((g for g in scaled if bound_by_gang(cluster).get(g) == 3), None), timeout=60,
-                      what="one scaled gang bound")
+    winner: str = wait_for(lambda: next((g for g in scaled if bound_by_gang(cluster).get(g) == 3), None),
+                           timeout=60, what="one scaled gang bound")
     (loser,) = scaled - {winner}
     until = time.monotonic() + HOLD_S / 2
     while time.monotonic() < until:
@@ -176,10 +181,11 @@ async def test_termination_recreates_the_gang_with_a_podgroup_of_its_own(
     result = await handle.execute_update("force_terminate", ForceTerminateRequest(reason="test"),
                                          result_type=ControlResult)
     assert result.accepted, result.message
-    after = wait_for(lambda: (pgs := set(native_podgroups(cluster)) - {before}) and pgs, timeout=60,
+    after = wait_for(lambda: set(native_podgroups(cluster)) - {before} or None, timeout=60,
                      what="a new native PodGroup")
     (new_name,) = after
     pods = wait_for(lambda: cluster.ready_pods(3), timeout=60, what="recreated pods Ready")
+    assert pods is not None
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {new_name}
     wait_for(lambda: before not in {o["metadata"]["name"] for o in
                                     cluster.kube.list_items(NATIVE_PODGROUPS, cluster.namespace)},
@@ -203,8 +209,7 @@ async def test_none_backend_places_pod_by_pod_as_before(
 def test_kai_backend_names_the_kai_scheduler(cluster: Cluster, worker_process: WorkerProcess) -> None:
     cluster.apply(pcs_manifest("k", cluster.namespace, cliques=[clique("a", 2, 2)],
                                annotations={names.ANNOTATION_SCHEDULER_BACKEND: names.BACKEND_KAI}))
-    pods = wait_for(lambda: (ps := cluster.pods()) and len(ps) == 2 and not any(is_gated(p) for p in ps) and ps,
-                    timeout=60, what="2 pods released")
+    pods = wait_for(lambda: released(cluster, 2), timeout=60, what="2 pods released")
     assert {p["spec"]["schedulerName"] for p in pods} == {names.KAI_SCHEDULER_NAME}
     assert not any(is_scheduled(p) for p in pods)  # no KAI here: nobody places them
     assert native_podgroups(cluster) == {}
