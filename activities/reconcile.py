@@ -22,7 +22,19 @@ from activities.kubeapi import JSON, PODCLIQUESETS, Kube, KubeError
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from grove.validation import parse_pcs, validate_pcs
-from workflows.ids import NUDGE_SIGNAL, parse_replica_workflow_id
+from workflows.contract import (
+    GROVE_NAMESPACE,
+    GROVE_PAUSED,
+    GROVE_PCS,
+    GROVE_PHASE,
+    GROVE_REPLICA,
+    NUDGE_SIGNAL,
+    REPLICA_WORKFLOW,
+    SWEEP_REPLICA_WORKFLOWS,
+    SYNC_PCS_BATCH,
+    parse_replica_workflow_id,
+    replica_query,
+)
 from workflows.messages import (
     Nudge,
     OrphanSweepRequest,
@@ -31,12 +43,10 @@ from workflows.messages import (
     ReplicaInput,
     ReplicaRef,
 )
-from workflows.search import GROVE_NAMESPACE, GROVE_PAUSED, GROVE_PCS, GROVE_PHASE, GROVE_REPLICA
 
 log = logging.getLogger(__name__)
 
 START_CONCURRENCY = 32
-RUNNING_REPLICAS = "WorkflowType = 'ReplicaWorkflow' AND ExecutionStatus = 'Running'"
 
 
 def spec_problems(obj: JSON) -> list[str]:
@@ -51,7 +61,7 @@ class ReconcileActivities:
         self.kube = kube
         self.client = client
 
-    @activity.defn(name="sync_pcs_batch")
+    @activity.defn(name=SYNC_PCS_BATCH)
     async def sync_pcs_batch(self, request: PcsBatchRequest) -> PcsBatchResult:
         items, token = await asyncio.to_thread(self._read, request)
         started: list[str] = []
@@ -87,7 +97,7 @@ class ReconcileActivities:
                 wanted = (None, 0) if current is None or current["metadata"].get("deletionTimestamp") else (
                     current["metadata"]["uid"], wanted_replicas(current))
                 await self._nudge_surplus(
-                    f"{RUNNING_REPLICAS} AND GroveNamespace = '{namespace}' AND GrovePodCliqueSet = '{name}'",
+                    replica_query(namespace=namespace, pcs=name),
                     {(namespace, name): wanted})
         return PcsBatchResult(
             continue_token=token,
@@ -106,7 +116,7 @@ class ReconcileActivities:
 
     async def _ensure_workflow(self, ref: ReplicaRef, request: PcsBatchRequest) -> None:
         await self.client.start_workflow(
-            "ReplicaWorkflow",
+            REPLICA_WORKFLOW,
             ReplicaInput(ref=ref, safety_resync=request.replica_safety_resync),
             id=ref.workflow_id,
             task_queue=request.task_queue,
@@ -157,7 +167,7 @@ class ReconcileActivities:
             events.record_for_pcs(self.kube, meta["namespace"], meta["name"], meta["uid"], "InvalidSpec",
                                   f"Rejected: {message}. Nothing was created, changed or deleted.", type="Warning")
 
-    @activity.defn(name="sweep_replica_workflows")
+    @activity.defn(name=SWEEP_REPLICA_WORKFLOWS)
     async def sweep_replica_workflows(self, request: OrphanSweepRequest) -> int:
         """Nudge running replica workflows whose PCS is gone, replaced or no longer wants their index."""
         listing = await asyncio.to_thread(self.kube.list, PODCLIQUESETS, request.namespace)
@@ -166,10 +176,7 @@ class ReconcileActivities:
             for o in listing.get("items") or []
             if not o["metadata"].get("deletionTimestamp")
         }
-        query = RUNNING_REPLICAS
-        if request.namespace:
-            query += f" AND GroveNamespace = '{request.namespace}'"
-        return await self._nudge_surplus(query, wanted)
+        return await self._nudge_surplus(replica_query(namespace=request.namespace), wanted)
 
     async def _nudge_surplus(self, query: str, wanted: dict[tuple[str, str], tuple[str | None, int | None]]) -> int:
         """Nudge the running replica workflows matched by `query` whose PCS (namespace, name) -> (uid, replicas) is

@@ -52,6 +52,15 @@ from activities.view import (
 )
 from grove import manifests, names
 from grove.plan import ReplicaPlan
+from workflows.contract import (
+    DELETE_REPLICA,
+    ENSURE_REPLICA,
+    MIRROR_STATUS,
+    OBSERVE_REPLICA,
+    RECORD_EVENT,
+    RELEASE_GATES,
+    TERMINATE_GANG,
+)
 from workflows.messages import (
     DeleteReplicaResult,
     EnsureResult,
@@ -107,14 +116,14 @@ class ReplicaActivities:
         self.scheduling = scheduling or Scheduling()  # the gang scheduler backend (activities/backend.py)
 
     # --- read --------------------------------------------------------------------------------------------------
-    @activity.defn(name="observe_replica")
+    @activity.defn(name=OBSERVE_REPLICA)
     @translating_errors("read replica")
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
         return snapshot(view, read_spec(view.pcs, ref, self.scheduling))
 
     # --- materialise ---------------------------------------------------------------------------------------------
-    @activity.defn(name="ensure_replica")
+    @activity.defn(name=ENSURE_REPLICA)
     @translating_errors("materialise replica")
     def ensure_replica(self, ref: ReplicaRef) -> EnsureResult:
         """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
@@ -138,7 +147,7 @@ class ReplicaActivities:
         )
 
     # --- gates ---------------------------------------------------------------------------------------------------
-    @activity.defn(name="release_gates")
+    @activity.defn(name=RELEASE_GATES)
     @translating_errors("release gates")
     def release_gates(self, request: ReleaseRequest) -> ReleaseResult:
 
@@ -176,7 +185,7 @@ class ReplicaActivities:
         return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
 
     # --- termination ---------------------------------------------------------------------------------------------
-    @activity.defn(name="terminate_gang")
+    @activity.defn(name=TERMINATE_GANG)
     @translating_errors("gang-terminate")
     def terminate_gang(self, request: TerminateRequest) -> TerminateResult:
         """Delete the named PodClique incarnations (pods go with them) and the listed PodGangs."""
@@ -213,7 +222,7 @@ class ReplicaActivities:
         return TerminateResult(deleted=tuple(deleted), already_gone=tuple(gone), at=at)
 
     # --- scale-in ------------------------------------------------------------------------------------------------
-    @activity.defn(name="delete_replica")
+    @activity.defn(name=DELETE_REPLICA)
     @translating_errors("scale in replica")
     def delete_replica(self, ref: ReplicaRef) -> DeleteReplicaResult:
         """Remove every object of a replica index the PCS no longer wants (pods follow their PodCliques)."""
@@ -244,12 +253,12 @@ class ReplicaActivities:
         return DeleteReplicaResult(deleted=tuple(deleted))
 
     # --- status mirror and events ----------------------------------------------------------------------------------
-    @activity.defn(name="mirror_status")
+    @activity.defn(name=MIRROR_STATUS)
     @translating_errors("mirror status")
     def mirror_status(self, request: MirrorRequest) -> list[str]:
         return mirror(self.kube, request)
 
-    @activity.defn(name="record_event")
+    @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:
         events.record(self.kube, request.ref, request.reason, request.message, type=request.type)
 

@@ -25,7 +25,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.stats import summary
 from bench.workload import create, fail_readiness, live_pods, pcs_uid, small_shape, wait_settled
-from workflows.ids import replica_workflow_id
+from workflows.contract import STATUS_QUERY, replica_workflow_id
 from workflows.messages import ReplicaStatus, TerminationRecord
 
 PCS = "b2"
@@ -91,7 +91,7 @@ async def _first_termination(handle: WorkflowHandle[Any, Any], timeout: float) -
     """The replica's first termination record (the deletes may be seen before the activity has returned)."""
     deadline = time.monotonic() + timeout
     while True:
-        status: ReplicaStatus = await handle.query("status", result_type=ReplicaStatus)
+        status: ReplicaStatus = await handle.query(STATUS_QUERY, result_type=ReplicaStatus)
         if status.terminations:
             return status.terminations[0]
         if time.monotonic() > deadline:

@@ -23,7 +23,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.sampling import Delta, Reading, history_lengths, wait_quiet
 from bench.workerproc import WorkerProc
-from workflows.ids import NUDGE_SIGNAL, reconciler_workflow_id
+from workflows.contract import NUDGE_SIGNAL, reconciler_workflow_id
 
 FULL_PASSES_PER_HOUR = 6  # WorkerSettings.reconcile_every = 10 min
 RESYNCS_PER_HOUR = 1 / 6  # WorkerSettings.replica_safety_resync = 6 h

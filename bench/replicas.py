@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from bench.cluster import BenchCluster
 from bench.observer import Observer
 from bench.workload import create, live_pods, pcs_uid, small_shape, wait_settled
-from workflows.ids import replica_workflow_id
+from workflows.contract import replica_workflow_id
 
 
 @dataclass(frozen=True)

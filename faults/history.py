@@ -16,6 +16,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, TERMINATE_GANG
 from workflows.messages import EnsureResult, ReplicaSnapshot, TerminateRequest
 
 T = TypeVar("T")
@@ -102,17 +103,17 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             name = attrs.activity_type.name
             scheduled[event.event_id] = (name, event)
             if pending is not None:
-                if name != "ensure_replica":
+                if name != ENSURE_REPLICA:
                     evaluated(pending)
                 pending = None
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
-            if name == "observe_replica":
+            if name == OBSERVE_REPLICA:
                 pending = _decode(attrs_done.result, ReplicaSnapshot)
-            elif name == "ensure_replica":
+            elif name == ENSURE_REPLICA:
                 evaluated(_decode(attrs_done.result, EnsureResult).snapshot)
-            elif name == "terminate_gang":
+            elif name == TERMINATE_GANG:
                 digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
                                                  completed_at=event.event_time.ToDatetime(tzinfo=UTC)))
         elif kind in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,

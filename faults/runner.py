@@ -60,7 +60,7 @@ from faults.workload import FOREIGN_MARK, Workload, foreign_objects
 from localstack.processes import ManagedProcess
 from localstack.stack import LocalStack
 from worker.app import WORKFLOWS
-from workflows.ids import replica_workflow_id
+from workflows.contract import PAUSE, STATUS_QUERY, replica_workflow_id
 from workflows.messages import ControlResult, PauseRequest, Phase, ReplicaStatus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,7 +198,7 @@ class FaultRun:
         for key in self.keys:
             if self.workload.by_name(key[0]).paused:
                 result = await self.client.get_workflow_handle(self.workflow_id(key)).execute_update(
-                    "pause", PauseRequest(reason="fault run: breaches are held"), result_type=ControlResult)
+                    PAUSE, PauseRequest(reason="fault run: breaches are held"), result_type=ControlResult)
                 assert result.accepted, result
         node = PROTECTED_NODE
         core = CoreV1Api(self.kube.api_client)
@@ -247,7 +247,7 @@ class FaultRun:
     async def _status(self, key: ReplicaKey) -> ReplicaStatus | None:
         try:
             status: ReplicaStatus = await self.client.get_workflow_handle(self.workflow_id(key)).query(
-                "status", result_type=ReplicaStatus, rpc_timeout=timedelta(seconds=5))
+                STATUS_QUERY, result_type=ReplicaStatus, rpc_timeout=timedelta(seconds=5))
         except (TimeoutError, RPCError, WorkflowQueryFailedError, RuntimeError):
             return None
         self.statuses[key] = status

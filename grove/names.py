@@ -143,6 +143,16 @@ def scaled_podgang_name(pcsg: str, scaled_index: int) -> str:
     return f"{pcsg}-{scaled_index}"
 
 
+def podgang_of(pcs: str, replica: int, pcsg: str | None = None, pcsg_replica: int | None = None,
+               min_available: int = 0) -> str:
+    """The PodGang a PodClique belongs to (seed 003), the one rule for gang membership: the base gang holds every
+    standalone PodClique and those of scaling group replicas 0 .. minAvailable-1; replica j >= minAvailable is
+    alone in scaled gang j - minAvailable."""
+    if pcsg is None or pcsg_replica is None or pcsg_replica < min_available:
+        return base_podgang_name(pcs, replica)
+    return scaled_podgang_name(pcsg, pcsg_replica - min_available)
+
+
 def pod_name(pclq: str, pod_index: int) -> str:
     """Pod name and hostname: deterministic, so that creating it twice is harmless."""
     return f"{pclq}-{pod_index}"

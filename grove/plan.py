@@ -349,8 +349,8 @@ class _Planner:
         result = []
         for j in range(replicas):
             ref = ScalingGroupRef(name=pcsg, replica_index=j)
-            base = j < min_available
-            gang = self.base_gang if base else names.scaled_podgang_name(pcsg, j - min_available)
+            gang = names.podgang_of(self.name, self.replica, pcsg, j, min_available)
+            base = gang == self.base_gang
             for clique_name in group.clique_names:
                 clique = self.cliques[clique_name]
                 name = names.pcsg_pclq_name(pcsg, j, clique_name)

@@ -12,7 +12,7 @@ PodCliques of scaling group replicas 0 .. minAvailable-1; replica j >= minAvaila
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,12 +56,21 @@ class GateDecision(_Frozen):
 
 def gang_of(topology: ReplicaTopology, unit: CliqueUnit) -> str:
     """The PodGang a PodClique belongs to."""
-    if unit.scaling_group is None or unit.scaling_group_replica is None:
-        return names.base_podgang_name(topology.pcs, topology.replica)
-    group = topology.scaling_group(unit.scaling_group)
-    if unit.scaling_group_replica < group.min_available:
-        return names.base_podgang_name(topology.pcs, topology.replica)
-    return names.scaled_podgang_name(group.name, unit.scaling_group_replica - group.min_available)
+    min_available = (topology.scaling_group(unit.scaling_group).min_available
+                     if unit.scaling_group is not None else 0)
+    return names.podgang_of(topology.pcs, topology.replica, unit.scaling_group, unit.scaling_group_replica,
+                            min_available)
+
+
+def gangs_of_termination(topology: ReplicaTopology, cliques: Collection[str], whole_replica: bool) -> tuple[str, ...]:
+    """The PodGangs that go with a gang termination: every gang of the replica when the whole PCS replica goes;
+    for a scaling group replica, the scaled gangs of its PodCliques and never the base gang, whose other members
+    stay."""
+    base = names.base_podgang_name(topology.pcs, topology.replica)
+    gangs = {gang_of(topology, unit) for unit in topology.cliques if whole_replica or unit.name in cliques}
+    if not whole_replica:
+        gangs.discard(base)
+    return tuple(sorted(gangs))
 
 
 def base_members(topology: ReplicaTopology) -> tuple[CliqueUnit, ...]:

@@ -157,7 +157,9 @@ def apply_samples(stack: LocalStack, samples: list[Path]) -> None:
             names.append((namespace, doc["metadata"]["name"], int(doc.get("spec", {}).get("replicas", 1))))
             typer.echo(f"Applied:           PodCliqueSet {namespace}/{doc['metadata']['name']} from {path}")
     kube.api_client.close()
-    query = urllib.parse.quote("WorkflowType='ReplicaWorkflow'")
+    from workflows.contract import replica_query
+
+    query = urllib.parse.quote(replica_query(running_only=False))
     typer.echo(f"Replica workflows: {stack.temporal_ui_url}/namespaces/default/workflows?query={query}")
     asyncio.run(_show_replicas(stack.temporal_address, names))
 

@@ -12,15 +12,7 @@ from pathlib import Path
 
 from localstack.processes import ManagedProcess, ProcessRegistry
 from localstack.readiness import LOOPBACK, free_port, http_status, port_accepts, wait_until
-
-# Registered at start so workflows can upsert them at once and the UI can filter by them (DESIGN §6 "UI").
-SEARCH_ATTRIBUTES: dict[str, str] = {
-    "GroveNamespace": "Keyword",
-    "GrovePodCliqueSet": "Keyword",
-    "GroveReplica": "Int",
-    "GrovePhase": "Keyword",
-    "GrovePaused": "Bool",
-}
+from workflows.contract import SEARCH_ATTRIBUTES  # registered at start so workflows can upsert them at once
 
 
 class TemporalDevServer:

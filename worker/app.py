@@ -28,7 +28,7 @@ from worker.kube import api_client
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
-from workflows.ids import reconciler_workflow_id
+from workflows.contract import reconciler_workflow_id
 from workflows.messages import ReconcilerInput
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, Field, SecretStr
 
-from workflows.ids import DEFAULT_TASK_QUEUE
+from workflows.contract import DEFAULT_TASK_QUEUE
 
 
 def _flag(value: str | None) -> bool | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio import activity
 
-from workflows.ids import parse_replica_workflow_id
+from workflows.contract import parse_replica_workflow_id
 
 _EXTRAS = ("temporal_workflow", "temporal_activity")
 

@@ -15,7 +15,14 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from workflows.ids import parse_replica_workflow_id
+from workflows.contract import (
+    FORCE_TERMINATE,
+    PAUSE,
+    RESUME,
+    STATUS_QUERY,
+    parse_replica_workflow_id,
+    replica_query,
+)
 from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, ReplicaStatus
 
 
@@ -61,10 +68,6 @@ class ReplicaWorkflow:
     started: datetime | None
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 async def list_replicas(
     client: Client,
     *,
@@ -73,17 +76,9 @@ async def list_replicas(
     phase: str | None = None,
     include_closed: bool = False,
 ) -> list[ReplicaWorkflow]:
-    clauses = ["WorkflowType = 'ReplicaWorkflow'"]
-    if not include_closed:
-        clauses.append("ExecutionStatus = 'Running'")
-    if namespace:
-        clauses.append(f"GroveNamespace = {_quote(namespace)}")
-    if pcs:
-        clauses.append(f"GrovePodCliqueSet = {_quote(pcs)}")
-    if phase:
-        clauses.append(f"GrovePhase = {_quote(phase)}")
+    query = replica_query(namespace=namespace, pcs=pcs, phase=phase, running_only=not include_closed)
     found: list[ReplicaWorkflow] = []
-    async for execution in client.list_workflows(" AND ".join(clauses)):
+    async for execution in client.list_workflows(query):
         key = parse_replica_workflow_id(execution.id)
         if key is None:
             continue
@@ -123,7 +118,7 @@ async def find_replicas(client: Client, namespace: str, pcs: str, replica: int |
 
 
 async def replica_status(client: Client, workflow_id: str) -> ReplicaStatus:
-    status: ReplicaStatus = await client.get_workflow_handle(workflow_id).query("status", result_type=ReplicaStatus)
+    status: ReplicaStatus = await client.get_workflow_handle(workflow_id).query(STATUS_QUERY, result_type=ReplicaStatus)
     return status
 
 
@@ -144,11 +139,11 @@ async def _update(client: Client, workflow_id: str, name: str, arg: object | Non
 
 
 async def pause(client: Client, workflow_id: str, reason: str) -> ControlResult:
-    return await _update(client, workflow_id, "pause", PauseRequest(reason=reason))
+    return await _update(client, workflow_id, PAUSE, PauseRequest(reason=reason))
 
 
 async def resume(client: Client, workflow_id: str) -> ControlResult:
-    return await _update(client, workflow_id, "resume", None)
+    return await _update(client, workflow_id, RESUME, None)
 
 
 async def terminate(
@@ -157,4 +152,4 @@ async def terminate(
     request = ForceTerminateRequest(
         reason=reason, scaling_group=scaling_group, scaling_group_replica=scaling_group_replica
     )
-    return await _update(client, workflow_id, "force_terminate", request)
+    return await _update(client, workflow_id, FORCE_TERMINATE, request)

@@ -28,7 +28,7 @@ from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, Kube
 from activities.metrics import NUDGES, WATCH_EVENTS
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
-from workflows.ids import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
+from workflows.contract import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
 from workflows.messages import Nudge
 
 log = logging.getLogger(__name__)

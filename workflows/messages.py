@@ -14,7 +14,7 @@ from grove.evaluate import ReplicaMemory
 from grove.release import ReleaseAfter
 from grove.termination import Scope
 from grove.topology import ReplicaTopology
-from workflows.ids import replica_workflow_id
+from workflows.contract import replica_workflow_id
 
 
 class Message(BaseModel):
@@ -211,8 +211,13 @@ class Phase(StrEnum):
     DELETED = "Deleted"  # terminal
 
 
-class ReplicaCarry(Message):
-    """Workflow state that survives continue-as-new."""
+class ReplicaState(BaseModel):
+    """The replica workflow's durable state: the one object continue-as-new carries, whole (payload key `carry`).
+
+    Mutable, unlike the messages: the workflow updates it in place. Fields are added with defaults, so a run
+    started by older code continues on newer code."""
+
+    model_config = ConfigDict(extra="forbid")
 
     topology: ReplicaTopology | None = None
     release_after: ReleaseAfter = "Scheduled"
@@ -235,7 +240,7 @@ class ReplicaCarry(Message):
 
 class ReplicaInput(Message):
     ref: ReplicaRef
-    carry: ReplicaCarry | None = None
+    carry: ReplicaState | None = None
     safety_resync: timedelta = Field(
         default=timedelta(hours=6),
         description="re-read even without a nudge after this long (the watcher's resync is the main path)",

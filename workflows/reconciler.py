@@ -15,14 +15,14 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.ids import PCS_CHANGED_SIGNAL
+    from workflows.contract import PCS_CHANGED_SIGNAL, RECONCILER_WORKFLOW
     from workflows.messages import OrphanSweepRequest, PcsBatchRequest, PcsBatchResult, ReconcilerInput
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 TIMEOUT = timedelta(minutes=5)
 
 
-@workflow.defn(name="ReconcilerWorkflow")
+@workflow.defn(name=RECONCILER_WORKFLOW)
 class ReconcilerWorkflow:
     @workflow.init
     def __init__(self, input: ReconcilerInput) -> None:

@@ -20,13 +20,28 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from grove import names
     from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
-    from grove.release import GateDecision, decide_releases, gang_of
+    from grove.release import GateDecision, decide_releases, gangs_of_termination
     from grove.termination import Scope, Termination, forced_termination
     from grove.topology import ReplicaTopology
     from workflows import views
-    from workflows.ids import NUDGE_SIGNAL
+    from workflows.contract import (
+        DELETE_REPLICA,
+        ENSURE_REPLICA,
+        FORCE_TERMINATE,
+        GROVE_PAUSED,
+        GROVE_PHASE,
+        MIRROR_STATUS,
+        NUDGE_SIGNAL,
+        OBSERVE_REPLICA,
+        PAUSE,
+        RECORD_EVENT,
+        RELEASE_GATES,
+        REPLICA_WORKFLOW,
+        RESUME,
+        STATUS_QUERY,
+        TERMINATE_GANG,
+    )
     from workflows.messages import (
         CliqueStatus,
         ControlResult,
@@ -42,16 +57,15 @@ with workflow.unsafe.imports_passed_through():
         Phase,
         ReleaseRequest,
         ReleaseResult,
-        ReplicaCarry,
         ReplicaInput,
         ReplicaOutcome,
         ReplicaSnapshot,
+        ReplicaState,
         ReplicaStatus,
         TerminateRequest,
         TerminateResult,
         TerminationRecord,
     )
-    from workflows.search import GROVE_PAUSED, GROVE_PHASE
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -69,28 +83,15 @@ class _Failed(Exception):
     """An activity failed for good (non-retryable); the round is abandoned and retried later."""
 
 
-@workflow.defn(name="ReplicaWorkflow")
+@workflow.defn(name=REPLICA_WORKFLOW)
 class ReplicaWorkflow:
     @workflow.init
     def __init__(self, input: ReplicaInput) -> None:
         self.input = input
         self.ref = input.ref
-        carry = input.carry or ReplicaCarry()
-        self.topology: ReplicaTopology | None = carry.topology
-        self.release_after = carry.release_after
-        self.memory = carry.memory
-        self.paused = carry.paused
-        self.pause_reason = carry.pause_reason
-        self.incarnation = carry.incarnation
-        self.terminations: deque[TerminationRecord] = deque(carry.terminations, maxlen=TERMINATION_LOG_KEPT)
-        self.terminations_total = carry.terminations_total
-        self.mirrored = dict(carry.mirrored)
-        self.replica_available = carry.replica_available
-        self.phase = carry.phase
-        self.base_released_at = carry.base_released_at
-        self.scaled_released_at = carry.scaled_released_at
-        self.runs = carry.runs
-        self.announced_breaches = dict(carry.announced_breaches)
+        # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
+        # ReplicaState is carried without touching this class).
+        self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
         # transient: rebuilt by the next observation
         self._nudged = True  # look again at the next chance (set by the workflow itself, or an untimed nudge)
         self._timed_nudges = False  # decided once per run, by TIMED_NUDGES_PATCH
@@ -140,13 +141,13 @@ class ReplicaWorkflow:
 
     async def _round(self) -> ReplicaOutcome | None:
         scheduled_at = workflow.now()
-        snapshot = await self._activity("observe_replica", self.ref, ReplicaSnapshot, f"observe {self.ref}")
+        snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
         self._observed(snapshot, scheduled_at)
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
                                                 "away through owner references")
         if snapshot.valid and self.ref.replica >= snapshot.wanted_replicas:  # an invalid spec scales nothing in
-            result = await self._activity("delete_replica", self.ref, DeleteReplicaResult,
+            result = await self._activity(DELETE_REPLICA, self.ref, DeleteReplicaResult,
                                           f"scale in: replica {self.ref.replica} no longer wanted")
             if not result.skipped_reason:
                 return self._outcome(Phase.SCALED_IN, f"spec.replicas={snapshot.wanted_replicas}; "
@@ -154,14 +155,14 @@ class ReplicaWorkflow:
             self._nudged = True  # wanted again: look once more
             return None
         snapshot = await self._materialise(snapshot)
-        topology = self.topology
+        topology = self.state.topology
         if topology is None:  # never had a valid spec: nothing exists, nothing to drive
             self._snapshot = snapshot
             self._set_phase(Phase.INVALID)
             return None
         await self._release_gates(topology, snapshot)
-        evaluation = evaluate_replica(topology, views.observation(snapshot), self.memory, workflow.now())
-        self.memory = evaluation.memory
+        evaluation = evaluate_replica(topology, views.observation(snapshot), self.state.memory, workflow.now())
+        self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
         await self._announce_breaches(evaluation)
         # The status query shows a round as a whole, once its status is mirrored: snapshot, evaluation and phase
@@ -177,7 +178,7 @@ class ReplicaWorkflow:
 
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
         workflow.logger.info("replica workflow completes: %s: %s", phase.value, message)
-        return ReplicaOutcome(phase=phase, message=message, terminations_total=self.terminations_total)
+        return ReplicaOutcome(phase=phase, message=message, terminations_total=self.state.terminations_total)
 
     async def _wait(self) -> None:
         timeout: timedelta | None = self.input.safety_resync
@@ -185,7 +186,7 @@ class ReplicaWorkflow:
         deadlines = views.deadline_statuses(self._evaluation) if self._evaluation else ()
         if self._retry_after is not None:
             timeout, summary = self._retry_after, "retry after a failed activity"
-        elif deadlines and not self.paused and not self._held:
+        elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = views.timer_summary(deadlines)
         # After a failed round only a new control request cuts the back-off short (a request still queued from
@@ -208,12 +209,12 @@ class ReplicaWorkflow:
             self._problems, self._held = snapshot.problems, True
             return snapshot
         self._problems, self._held = (), False
-        self.topology, self.release_after = snapshot.topology, snapshot.release_after
+        self.state.topology, self.state.release_after = snapshot.topology, snapshot.release_after
         if not snapshot.drift:
             return snapshot
         try:
             result = await self._activity(
-                "ensure_replica", self.ref, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
+                ENSURE_REPLICA, self.ref, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
                 raise_on=("InvalidPodCliqueSet",),
             )
         except ApplicationError as err:  # became invalid between observe and ensure
@@ -226,35 +227,35 @@ class ReplicaWorkflow:
         return result.snapshot
 
     async def _release_gates(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
-        decision = decide_releases(topology, views.gate_states(snapshot), self.release_after)
+        decision = decide_releases(topology, views.gate_states(snapshot), self.state.release_after)
         self._gates = decision
-        if self.paused or self._held or not decision.pods:  # held (invalid spec): change nothing, gates included
+        if self.state.paused or self._held or not decision.pods:  # held (invalid spec): change nothing, gates included
             return
         uids = {name: uid for state in snapshot.cliques.values() for name, uid in state.releasable.items()}
         if decision.base:
             await self._release(decision.base, uids, "base", (decision.base_gang,))
-            self.base_released_at = self.base_released_at or workflow.now()
+            self.state.base_released_at = self.state.base_released_at or workflow.now()
         if decision.scaled:
             pods = tuple(pod for gang_pods in decision.scaled.values() for pod in gang_pods)
             await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)))
-            self.scaled_released_at = self.scaled_released_at or workflow.now()
+            self.state.scaled_released_at = self.state.scaled_released_at or workflow.now()
 
     async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...]) -> None:
         request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs)
-        await self._activity("release_gates", request, ReleaseResult,
+        await self._activity(RELEASE_GATES, request, ReleaseResult,
                              f"release {len(pods)} {kind} pods of {', '.join(gangs)}")
 
     async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
                       evaluation: ReplicaEvaluation) -> None:
         changed = [m for m in views.status_mirrors(topology, snapshot, evaluation)
-                   if self.mirrored.get(m.name) != views.digest(m)]
-        availability_changed = evaluation.replica_available != self.replica_available
+                   if self.state.mirrored.get(m.name) != views.digest(m)]
+        availability_changed = evaluation.replica_available != self.state.replica_available
         if not changed and not availability_changed:
             return
         request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)
-        await self._activity("mirror_status", request, list, f"mirror status of {len(changed)} objects")
-        self.mirrored.update({m.name: views.digest(m) for m in changed})
-        self.replica_available = evaluation.replica_available
+        await self._activity(MIRROR_STATUS, request, list, f"mirror status of {len(changed)} objects")
+        self.state.mirrored.update({m.name: views.digest(m) for m in changed})
+        self.state.replica_available = evaluation.replica_available
 
     async def _announce_breaches(self, evaluation: ReplicaEvaluation) -> None:
         """Kubernetes Events when a breach begins (saying when it will be acted on) and when it heals.
@@ -263,21 +264,21 @@ class ReplicaWorkflow:
         have no such activity, still replay (see README, "Upgrading the workflow safely")."""
         breaches = views.current_breaches(evaluation)
         started = {name: text for name, (start, text) in breaches.items()
-                   if self.announced_breaches.get(name) != start}
-        healed = sorted(set(self.announced_breaches) - set(breaches))
+                   if self.state.announced_breaches.get(name) != start}
+        healed = sorted(set(self.state.announced_breaches) - set(breaches))
         if not started and not healed:
             return
         if not workflow.patched(BREACH_EVENTS_PATCH):
             return
         if started:
-            await self._activity("record_event", EventRequest(ref=self.ref, reason="BreachDetected", type="Warning",
+            await self._activity(RECORD_EVENT, EventRequest(ref=self.ref, reason="BreachDetected", type="Warning",
                                                               message="; ".join(started.values())),
                                  type(None), f"announce breach: {', '.join(sorted(started))}")
         if healed:
-            await self._activity("record_event", EventRequest(ref=self.ref, reason="BreachHealed",
+            await self._activity(RECORD_EVENT, EventRequest(ref=self.ref, reason="BreachHealed",
                                                               message="healed: " + ", ".join(healed)),
                                  type(None), f"announce healed: {', '.join(healed)}")
-        self.announced_breaches = {name: start for name, (start, _) in breaches.items()}
+        self.state.announced_breaches = {name: start for name, (start, _) in breaches.items()}
 
     def _next_termination(self, topology: ReplicaTopology, evaluation: ReplicaEvaluation) -> Termination | None:
         """Forced requests first (they ignore pause and delay); then what is due, unless paused or held."""
@@ -289,7 +290,7 @@ class ReplicaWorkflow:
                 self._forced.popleft()
                 self._results[ticket] = ControlResult(accepted=False, message=str(err))
                 self._rejected.append(f"force_terminate: {err}")
-        if self.paused or self._held or not evaluation.terminations:
+        if self.state.paused or self._held or not evaluation.terminations:
             return None
         return evaluation.terminations[0]
 
@@ -300,35 +301,31 @@ class ReplicaWorkflow:
             for name in termination.cliques
             if (state := snapshot.cliques.get(name)) is not None and not state.terminating
         }
-        if termination.scope is Scope.PCS_REPLICA:
-            gangs = {gang_of(topology, unit) for unit in topology.cliques}
-        else:
-            gangs = {gang_of(topology, unit) for unit in topology.cliques if unit.name in termination.cliques}
-            gangs.discard(names.base_podgang_name(topology.pcs, topology.replica))
+        gangs = gangs_of_termination(topology, termination.cliques, termination.scope is Scope.PCS_REPLICA)
         request = TerminateRequest(
             ref=self.ref, scope=termination.scope, scaling_group=termination.scaling_group,
-            scaling_group_replica=termination.scaling_group_replica, cliques=uids, pod_gangs=tuple(sorted(gangs)),
+            scaling_group_replica=termination.scaling_group_replica, cliques=uids, pod_gangs=gangs,
             reason=termination.reason, forced=termination.forced, breach_start=termination.breach_start,
             delay=termination.delay, deadline=termination.deadline,
         )
         what = termination.scope.value + (
             f" {termination.scaling_group}[{termination.scaling_group_replica}]" if termination.scaling_group else ""
         )
-        await self._activity("terminate_gang", request, TerminateResult, f"gang-terminate {what}")
+        await self._activity(TERMINATE_GANG, request, TerminateResult, f"gang-terminate {what}")
         record = TerminationRecord(
-            incarnation=self.incarnation, at=workflow.now(), scope=termination.scope,
+            incarnation=self.state.incarnation, at=workflow.now(), scope=termination.scope,
             scaling_group=termination.scaling_group, scaling_group_replica=termination.scaling_group_replica,
             cliques=termination.cliques, reason=termination.reason, forced=termination.forced,
             breach_start=termination.breach_start, delay=termination.delay, deadline=termination.deadline,
         )
-        self.memory = forget_terminated(self.memory, termination)
+        self.state.memory = forget_terminated(self.state.memory, termination)
         for name in termination.cliques:
-            self.mirrored.pop(name, None)
-        self.terminations.append(record)
-        self.terminations_total += 1
+            self.state.mirrored.pop(name, None)
+        self.state.terminations = (*self.state.terminations, record)[-TERMINATION_LOG_KEPT:]
+        self.state.terminations_total += 1
         if termination.scope is Scope.PCS_REPLICA:
-            self.incarnation += 1
-            self.base_released_at = self.scaled_released_at = None
+            self.state.incarnation += 1
+            self.state.base_released_at = self.state.scaled_released_at = None
         if termination.forced and self._forced:
             ticket, _ = self._forced.popleft()
             self._results[ticket] = ControlResult(accepted=True, message=f"terminated {what}", termination=record)
@@ -349,14 +346,14 @@ class ReplicaWorkflow:
         return Phase.STARTING
 
     def _set_phase(self, phase: Phase) -> None:
-        self.phase = phase
+        self.state.phase = phase
         updates: list[SearchAttributeUpdate[Any]] = []
         if self._search_phase != phase.value:
             updates.append(GROVE_PHASE.value_set(phase.value))
             self._search_phase = phase.value
-        if self._search_paused != self.paused:
-            updates.append(GROVE_PAUSED.value_set(self.paused))
-            self._search_paused = self.paused
+        if self._search_paused != self.state.paused:
+            updates.append(GROVE_PAUSED.value_set(self.state.paused))
+            self._search_paused = self.state.paused
         if updates:
             workflow.upsert_search_attributes(updates)
 
@@ -364,11 +361,11 @@ class ReplicaWorkflow:
         status = self.status()
         workflow.set_current_details(
             views.details_markdown(
-                phase=self.phase.value, paused=self.paused, pause_reason=self.pause_reason,
-                incarnation=self.incarnation, problems=self._problems, cliques=status.cliques,
+                phase=self.state.phase.value, paused=self.state.paused, pause_reason=self.state.pause_reason,
+                incarnation=self.state.incarnation, problems=self._problems, cliques=status.cliques,
                 deadlines=status.deadlines, gates=self._gates,
-                last_termination=self.terminations[-1] if self.terminations else None,
-                terminations_total=self.terminations_total,
+                last_termination=self.state.terminations[-1] if self.state.terminations else None,
+                terminations_total=self.state.terminations_total,
             )
         )
 
@@ -395,14 +392,7 @@ class ReplicaWorkflow:
         return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.input.history_event_limit
 
     def _next_input(self) -> ReplicaInput:
-        carry = ReplicaCarry(
-            topology=self.topology, release_after=self.release_after, memory=self.memory, paused=self.paused,
-            pause_reason=self.pause_reason, incarnation=self.incarnation, terminations=tuple(self.terminations),
-            terminations_total=self.terminations_total, mirrored=self.mirrored,
-            replica_available=self.replica_available, phase=self.phase, base_released_at=self.base_released_at,
-            scaled_released_at=self.scaled_released_at, runs=self.runs + 1,
-            announced_breaches=self.announced_breaches,
-        )
+        carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1})
         return self.input.model_copy(update={"carry": carry})
 
     # --- messages ----------------------------------------------------------------------------------------------------
@@ -427,15 +417,15 @@ class ReplicaWorkflow:
         if began is not None and (self._observed_from is None or began > self._observed_from):
             self._observed_from = began
 
-    @workflow.signal(name="pause")
+    @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
         self._pause(request or PauseRequest())
 
-    @workflow.signal(name="resume")
+    @workflow.signal(name=RESUME)
     def resume(self) -> None:
         self._resume()
 
-    @workflow.signal(name="force_terminate")
+    @workflow.signal(name=FORCE_TERMINATE)
     def force_terminate(self, request: ForceTerminateRequest) -> None:
         try:
             self._validate_force(request)
@@ -445,19 +435,19 @@ class ReplicaWorkflow:
             return
         self._enqueue_force(request)
 
-    @workflow.update(name="pause")
+    @workflow.update(name=PAUSE)
     def pause_update(self, request: PauseRequest) -> ControlResult:
-        was = self.paused
+        was = self.state.paused
         self._pause(request)
         return ControlResult(accepted=True, message="already paused" if was else "paused")
 
-    @workflow.update(name="resume")
+    @workflow.update(name=RESUME)
     def resume_update(self) -> ControlResult:
-        was = self.paused
+        was = self.state.paused
         self._resume()
         return ControlResult(accepted=True, message="resumed" if was else "was not paused")
 
-    @workflow.update(name="force_terminate")
+    @workflow.update(name=FORCE_TERMINATE)
     async def force_terminate_update(self, request: ForceTerminateRequest) -> ControlResult:
         ticket = self._enqueue_force(request)
         await workflow.wait_condition(lambda: ticket in self._results)
@@ -467,45 +457,45 @@ class ReplicaWorkflow:
     def _validate_force_update(self, request: ForceTerminateRequest) -> None:
         self._validate_force(request)
 
-    @workflow.query(name="status")
+    @workflow.query(name=STATUS_QUERY)
     def status(self) -> ReplicaStatus:
         cliques: tuple[CliqueStatus, ...] = ()
         deadlines: tuple[DeadlineStatus, ...] = ()
-        if self.topology is not None and self._snapshot is not None and self._evaluation is not None:
-            cliques = views.clique_statuses(self.topology, self._snapshot, self._evaluation)
+        if self.state.topology is not None and self._snapshot is not None and self._evaluation is not None:
+            cliques = views.clique_statuses(self.state.topology, self._snapshot, self._evaluation)
             deadlines = views.deadline_statuses(self._evaluation)
         return ReplicaStatus(
-            ref=self.ref, phase=self.phase, paused=self.paused, pause_reason=self.pause_reason,
-            incarnation=self.incarnation, problems=self._problems, cliques=cliques, deadlines=deadlines,
+            ref=self.ref, phase=self.state.phase, paused=self.state.paused, pause_reason=self.state.pause_reason,
+            incarnation=self.state.incarnation, problems=self._problems, cliques=cliques, deadlines=deadlines,
             base_gang_ready=bool(self._gates and self._gates.base_gang_ready),
             waiting_for=self._gates.waiting_for if self._gates else (),
-            terminations=tuple(self.terminations), terminations_total=self.terminations_total,
+            terminations=tuple(self.state.terminations), terminations_total=self.state.terminations_total,
             held=tuple(t.reason for t in self._evaluation.terminations)
-            if self._evaluation and (self.paused or self._held) else (),
+            if self._evaluation and (self.state.paused or self._held) else (),
             rejected=tuple(self._rejected),
-            observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.runs,
+            observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.state.runs,
             scheduler_backend=self._snapshot.scheduler_backend if self._snapshot else None,
         )
 
     # --- control helpers -------------------------------------------------------------------------------------------
     def _pause(self, request: PauseRequest) -> None:
-        if not self.paused:
+        if not self.state.paused:
             workflow.logger.info("paused: %s", request.reason or "(no reason given)")
-        self.paused, self.pause_reason = True, request.reason
-        self._set_phase(self.phase)
+        self.state.paused, self.state.pause_reason = True, request.reason
+        self._set_phase(self.state.phase)
         self._render()
 
     def _resume(self) -> None:
-        if self.paused:
+        if self.state.paused:
             workflow.logger.info("resumed")
-        self.paused, self.pause_reason = False, ""
+        self.state.paused, self.state.pause_reason = False, ""
         self._nudged = True  # act at once on anything that expired while paused
-        self._set_phase(self.phase)
+        self._set_phase(self.state.phase)
 
     def _validate_force(self, request: ForceTerminateRequest) -> None:
-        if self.topology is None:
+        if self.state.topology is None:
             raise ValueError(f"replica {self.ref} has no valid spec yet: there is nothing to terminate")
-        self._forced_plan(self.topology, request)
+        self._forced_plan(self.state.topology, request)
 
     def _forced_plan(self, topology: ReplicaTopology, request: ForceTerminateRequest) -> Termination:
         scaling_group = request.scaling_group

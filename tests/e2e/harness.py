@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
 from grove import names
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
-from workflows.ids import replica_workflow_id
+from workflows.contract import STATUS_QUERY, replica_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -338,7 +338,7 @@ class Replica:
         self.handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(self.workflow_id)
 
     async def status(self) -> ReplicaStatus:
-        result: ReplicaStatus = await self.handle.query("status", result_type=ReplicaStatus,
+        result: ReplicaStatus = await self.handle.query(STATUS_QUERY, result_type=ReplicaStatus,
                                                         rpc_timeout=timedelta(seconds=5))
         return result
 

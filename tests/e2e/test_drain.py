@@ -25,7 +25,7 @@ from localstack.processes import ProcessRegistry
 from localstack.stack import LocalStack
 from localstack.temporal import TemporalDevServer
 from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, http_get, pcs_manifest, wait_for
-from workflows.ids import reconciler_workflow_id
+from workflows.contract import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
 HOLD_SECONDS = 3.0

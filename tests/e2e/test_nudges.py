@@ -15,7 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manifest
-from workflows.ids import NUDGE_SIGNAL
+from workflows.contract import NUDGE_SIGNAL
 from workflows.messages import Nudge, Phase
 from workflows.replica import TIMED_NUDGES_PATCH
 

@@ -23,7 +23,7 @@ from tests.e2e.harness import (
     pcs_manifest,
     wait_for,
 )
-from workflows.ids import reconciler_workflow_id
+from workflows.contract import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaOutcome
 
 PCS = "scale"

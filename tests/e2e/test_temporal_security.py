@@ -26,7 +26,7 @@ from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manif
 from tests.e2e.tlsproxy import SERVER_NAME, Authority, Issued, TlsProxy
 from worker.app import connect
 from worker.config import TemporalSettings
-from workflows.ids import reconciler_workflow_id
+from workflows.contract import reconciler_workflow_id
 from workflows.messages import Phase
 
 

@@ -338,3 +338,19 @@ def test_topology_matches_the_plan(data: dict[str, Any]) -> None:
             assert [c.name for c in topology.members(group.name, j)] == [
                 p.name for p in plan.members(group.name, j)
             ]
+
+
+def test_the_gangs_of_a_termination_follow_the_plan() -> None:
+    """A PCS replica termination takes every gang of the plan; a scaling group replica takes its own scaled gang
+    only (or none, for a replica inside the base gang)."""
+    from grove.release import gangs_of_termination
+
+    plan = plan_replica(PREFILL, 0)
+    topology = plan.topology()
+    every = gangs_of_termination(topology, (), whole_replica=True)
+    assert set(every) == {g.name for g in plan.pod_gangs}
+    for gang in plan.scaled_gangs:
+        members = tuple(p.name for p in plan.pod_cliques if p.pod_gang == gang.name)
+        assert gangs_of_termination(topology, members, whole_replica=False) == (gang.name,)
+    base_grouped = tuple(p.name for p in plan.pod_cliques if p.base and p.scaling_group is not None)
+    assert base_grouped and gangs_of_termination(topology, base_grouped, whole_replica=False) == ()

@@ -25,7 +25,7 @@ from localstack.binaries import path_of
 from localstack.processes import ProcessRegistry, cmdline_of, pid_alive
 from localstack.temporal import TemporalDevServer
 from tests.localstack.stack_proof_workflows import GrowHistoryWorkflow
-from workflows.ids import reconciler_workflow_id
+from workflows.contract import reconciler_workflow_id
 
 pytestmark = pytest.mark.stack  # starts real stack components of its own
 

@@ -17,6 +17,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 
 from tests.histories import FIXTURES, load, replayer
+from workflows.contract import RELEASE_GATES, REPLICA_WORKFLOW
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -56,7 +57,7 @@ def _workflow_type(history: WorkflowHistory) -> str:
 
 
 COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
-    "start to Available": lambda h: _workflow_type(h) == "ReplicaWorkflow" and "release_gates" in _activities(h)
+    "start to Available": lambda h: _workflow_type(h) == REPLICA_WORKFLOW and RELEASE_GATES in _activities(h)
     and not _terminations(h),
     "PCS-replica termination": lambda h: "pcs-replica" in _terminations(h),
     "PCSG-replica termination": lambda h: "pcsg-replica" in _terminations(h),

@@ -1,0 +1,30 @@
+"""The replica workflow keeps its durable memory in one object, ReplicaState, which continue-as-new carries whole:
+an attribute kept anywhere else would be silently lost at the next continue-as-new."""
+
+from __future__ import annotations
+
+from workflows.messages import ReplicaInput, ReplicaRef, ReplicaState
+from workflows.replica import ReplicaWorkflow
+
+REF = ReplicaRef(namespace="ns", pcs="p", pcs_uid="uid", replica=0)
+# Set once from the input, never changed by the run.
+FROM_INPUT = {"input", "ref"}
+
+
+def test_every_public_attribute_of_the_workflow_is_its_input_or_its_state() -> None:
+    wf = ReplicaWorkflow(ReplicaInput(ref=REF))
+    public = {name for name in vars(wf) if not name.startswith("_")}
+    assert public == FROM_INPUT | {"state"}
+
+
+def test_continue_as_new_carries_the_whole_state_and_counts_the_run() -> None:
+    state = ReplicaState(paused=True, pause_reason="maintenance", incarnation=3, terminations_total=2,
+                         mirrored={"p-0-a": "digest"}, announced_breaches={"p-0-a": "t"}, runs=4)
+    wf = ReplicaWorkflow(ReplicaInput(ref=REF, carry=state))
+    wf.state.mirrored["p-0-b"] = "other"  # changed in place by a round
+    carried = wf._next_input().carry
+    assert carried is not None
+    expected = wf.state.model_dump()
+    expected["runs"] = 5
+    assert carried.model_dump() == expected
+    assert state.mirrored == {"p-0-a": "digest"}, "the input's state is not shared with the running workflow"

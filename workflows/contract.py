@@ -1,0 +1,107 @@
+"""The Temporal contract: every name a workflow, worker, CLI or test uses to talk to Temporal, in one place.
+
+Workflow types and ids, the task queue default, activity names, signal/update/query names, search attributes and
+the visibility queries built from them. A rename here is a breaking change for running workflows and for recorded
+histories (tests/workflows/test_replay.py): add names, do not change them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio.common import SearchAttributeKey
+
+# --- workflow types, ids, task queue ------------------------------------------------------------------------------
+REPLICA_WORKFLOW = "ReplicaWorkflow"
+RECONCILER_WORKFLOW = "ReconcilerWorkflow"
+REPLICA_WORKFLOW_PREFIX = "pcs"
+DEFAULT_TASK_QUEUE = "grove-temporal"
+RECONCILER_WORKFLOW_ID = "grove-temporal/reconciler"
+
+
+@dataclass(frozen=True)
+class ReplicaKey:
+    namespace: str
+    pcs: str
+    pcs_uid: str
+    replica: int
+
+    @property
+    def workflow_id(self) -> str:
+        return replica_workflow_id(self.namespace, self.pcs, self.pcs_uid, self.replica)
+
+
+def replica_workflow_id(namespace: str, pcs: str, pcs_uid: str, replica: int) -> str:
+    """A replica workflow id names the PCS by namespace, name and UID, so that a PCS deleted and recreated under the
+    same name (new UID) gets fresh workflows instead of inheriting the old replica's memory."""
+    return f"{REPLICA_WORKFLOW_PREFIX}/{namespace}/{pcs}/{pcs_uid}/{replica}"
+
+
+def parse_replica_workflow_id(workflow_id: str) -> ReplicaKey | None:
+    """The inverse of replica_workflow_id; None for ids that are not replica workflows."""
+    parts = workflow_id.split("/")
+    if len(parts) != 5 or parts[0] != REPLICA_WORKFLOW_PREFIX or not parts[4].isdigit():
+        return None
+    return ReplicaKey(namespace=parts[1], pcs=parts[2], pcs_uid=parts[3], replica=int(parts[4]))
+
+
+def reconciler_workflow_id(namespace: str | None) -> str:
+    """One reconciler per watched scope: all namespaces, or one namespace."""
+    return RECONCILER_WORKFLOW_ID if not namespace else f"{RECONCILER_WORKFLOW_ID}/{namespace}"
+
+
+# --- activities ----------------------------------------------------------------------------------------------------
+OBSERVE_REPLICA = "observe_replica"
+ENSURE_REPLICA = "ensure_replica"
+RELEASE_GATES = "release_gates"
+MIRROR_STATUS = "mirror_status"
+RECORD_EVENT = "record_event"
+TERMINATE_GANG = "terminate_gang"
+DELETE_REPLICA = "delete_replica"
+SYNC_PCS_BATCH = "sync_pcs_batch"
+SWEEP_REPLICA_WORKFLOWS = "sweep_replica_workflows"
+
+# --- signals, updates, queries -------------------------------------------------------------------------------------
+NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)
+PCS_CHANGED_SIGNAL = "pcs_changed"  # a PodCliqueSet changed (watcher -> reconciler)
+PAUSE = "pause"  # signal and update
+RESUME = "resume"  # signal and update
+FORCE_TERMINATE = "force_terminate"  # signal and update
+STATUS_QUERY = "status"
+
+# --- search attributes ---------------------------------------------------------------------------------------------
+GROVE_NAMESPACE = SearchAttributeKey.for_keyword("GroveNamespace")
+GROVE_PCS = SearchAttributeKey.for_keyword("GrovePodCliqueSet")
+GROVE_REPLICA = SearchAttributeKey.for_int("GroveReplica")
+GROVE_PHASE = SearchAttributeKey.for_keyword("GrovePhase")
+GROVE_PAUSED = SearchAttributeKey.for_bool("GrovePaused")
+
+# name -> type as `temporal operator search-attribute create` and `temporal server start-dev` spell it
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    GROVE_NAMESPACE.name: "Keyword",
+    GROVE_PCS.name: "Keyword",
+    GROVE_REPLICA.name: "Int",
+    GROVE_PHASE.name: "Keyword",
+    GROVE_PAUSED.name: "Bool",
+}
+
+
+# --- visibility ------------------------------------------------------------------------------------------------------
+def quote(value: str) -> str:
+    """A visibility-query string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def replica_query(*, namespace: str | None = None, pcs: str | None = None, phase: str | None = None,
+                  running_only: bool = True) -> str:
+    """The visibility query for replica workflows, optionally of one namespace, one PCS or one phase."""
+    clauses = [f"WorkflowType = {quote(REPLICA_WORKFLOW)}"]
+    if running_only:
+        clauses.append("ExecutionStatus = 'Running'")
+    if namespace:
+        clauses.append(f"{GROVE_NAMESPACE.name} = {quote(namespace)}")
+    if pcs:
+        clauses.append(f"{GROVE_PCS.name} = {quote(pcs)}")
+    if phase:
+        clauses.append(f"{GROVE_PHASE.name} = {quote(phase)}")
+    return " AND ".join(clauses)
