@@ -1,20 +1,28 @@
-"""A thin JSON client over kubernetes.client.ApiClient.
+"""The one Kubernetes client module: API clients built from an explicit kubeconfig (never global state), a thin
+JSON client over them, object accessors, and one list+watch loop (owner references are built in grove.manifests).
 
 Why not the typed API classes: they deserialise every pod into generated model objects, which costs more CPU than
 the HTTP call itself when a replica has many pods, and custom resources come back as dicts anyway. This layer
-keeps the ApiClient's auth, TLS and request accounting (worker.kube.InstrumentedApiClient) and speaks plain JSON.
+keeps the ApiClient's auth, TLS and request accounting (InstrumentedApiClient) and speaks plain JSON.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
+import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import urllib3
-from kubernetes import client
+from kubernetes import client, config
+
+from grove.names import LABEL_MANAGED_BY, MANAGED_BY, SCHEDULING_GATE
 
 JSON = dict[str, Any]
 
@@ -56,6 +64,74 @@ SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")  # the kube scheduler backend
+
+
+# --- API clients ---------------------------------------------------------------------------------------------
+# The kubernetes package keeps a process-wide default configuration; tests run several clients (admin and the
+# worker's ServiceAccount) in one process, so every client here gets its own Configuration.
+def api_client(
+    kubeconfig: str | None = None, *, context: str | None = None, pool_size: int = 64
+) -> client.ApiClient:
+    """An ApiClient for `kubeconfig` (or in-cluster config when None and running in a pod).
+
+    pool_size bounds concurrent HTTP connections: activities run in a thread pool, so the urllib3 pool must be at
+    least as large as that pool or threads queue on connections.
+    """
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        path = os.environ.get("KUBECONFIG", os.path.expanduser("~/.kube/config"))
+        config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    return InstrumentedApiClient(configuration)
+
+
+def _verb_and_resource(method: str, url: str) -> tuple[str, str]:
+    """Classify a request the way the apiserver's audit log would: verb and resource plural."""
+    parsed = urlsplit(url)
+    path, query = parsed.path, parsed.query
+    parts = [p for p in path.split("/") if p]
+    # /api/v1/... or /apis/<group>/<version>/...
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    resource = rest[0] if rest else (parts[-1] if parts else "")
+    named = len(rest) >= 2
+    subresource = rest[2] if len(rest) >= 3 else ""
+    if subresource:
+        resource = f"{resource}/{subresource}"
+    method = method.upper()
+    if method == "GET":
+        verb = "watch" if "watch=true" in query.lower() or "watch=1" in query else "get" if named else "list"
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+        if verb == "delete" and not named:
+            verb = "deletecollection"
+    return verb, resource
+
+
+class InstrumentedApiClient(client.ApiClient):
+    """An ApiClient that counts every request by verb, resource and status code, and times it."""
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):  # type: ignore[no-untyped-def]
+        from activities.metrics import KUBE_REQUEST_SECONDS, KUBE_REQUESTS
+
+        verb, resource = _verb_and_resource(method, url)
+        started = time.perf_counter()
+        code = "error"
+        try:
+            response = super().call_api(method, url, header_params, body, post_params, _request_timeout)
+            code = str(response.status)
+            return response
+        except client.ApiException as exc:
+            code = str(exc.status)
+            raise
+        finally:
+            KUBE_REQUESTS.labels(verb, resource, code).inc()
+            KUBE_REQUEST_SECONDS.labels(verb, resource).observe(time.perf_counter() - started)
 
 
 class KubeError(Exception):
@@ -302,17 +378,181 @@ def _error_from(status: int, reason: str | None, data: bytes | None) -> KubeErro
     return KubeError(status, reason or "", body)
 
 
-def owned_by(obj: JSON, uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in (obj.get("metadata", {}).get("ownerReferences") or []))
+# --- object accessors -----------------------------------------------------------------------------------------
+def name_of(obj: JSON) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
 
 
-def owner_reference(owner: JSON, *, controller: bool = True, block_owner_deletion: bool = True) -> JSON:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": block_owner_deletion,
-    }
+def uid_of(obj: JSON) -> str:
+    return str(obj.get("metadata", {}).get("uid", ""))
+
+
+def terminating(obj: JSON) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def ours(obj: JSON) -> bool:
+    return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY
+
+
+def _condition(pod: JSON, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def pod_ready(pod: JSON) -> bool:
+    return _condition(pod, "Ready")
+
+
+def pod_scheduled(pod: JSON) -> bool:
+    return _condition(pod, "PodScheduled") or bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def pod_gated(pod: JSON) -> bool:
+    return any(g.get("name") == SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def controller_uid(obj: JSON) -> str | None:
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+# --- the one list+watch loop -----------------------------------------------------------------------------------
+WatchHandler = Callable[[str, JSON, bool], object]  # (ADDED | MODIFIED | DELETED, object, from a relist)
+
+
+class ListWatch:
+    """Informer-style following of one resource: list, then watch from the list's resourceVersion.
+
+    Relists when the server says the version is gone (410), after a broken stream or an apiserver outage (with
+    exponential back-off) and, if `resync_seconds` is set, periodically. A relist hands over only the difference
+    from what was known, as events flagged `relisted`: DELETED for objects that vanished meanwhile (first, so a
+    name reused by a new UID is seen gone and then added), then ADDED and MODIFIED (by resourceVersion). Handlers
+    run on the loop's thread; `on_synced` gets every listed object after each list. `stop()` ends it promptly, from any thread, without an error."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        namespace: str | None,
+        on_event: WatchHandler,
+        *,
+        label_selector: str | None = None,
+        on_synced: Callable[[builtins.list[JSON]], object] | None = None,
+        on_error: Callable[[Exception, float], object] | None = None,
+        keep: Callable[[JSON], JSON] | None = None,
+        resync_seconds: float | None = None,
+        watch_timeout_seconds: int = 300,
+        backoff: tuple[float, float] = (1.0, 30.0),
+    ) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.namespace = namespace
+        self.on_event = on_event
+        self.label_selector = label_selector
+        self.on_synced = on_synced
+        self.on_error = on_error  # (error, seconds until the retry); default: nothing said
+        self.keep = keep or (lambda obj: obj)  # what is remembered of an object for a DELETED seen only by relist
+        self.resync_seconds = resync_seconds
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.backoff = backoff
+        self.relists = 0  # lists after the first
+        self._known: dict[str, tuple[str, JSON]] = {}  # uid -> (resourceVersion, kept object)
+        self._stop = threading.Event()
+        self._stream: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def start(self, name: str | None = None) -> ListWatch:
+        self._thread = threading.Thread(target=self.run, daemon=True,
+                                        name=name or f"listwatch-{self.resource.plural}")
+        self._thread.start()
+        return self
+
+    def stop(self, join_seconds: float | None = None) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
+        if join_seconds is not None and self._thread is not None:
+            self._thread.join(join_seconds)
+
+    def run(self) -> None:
+        delay = self.backoff[0]
+        first = True
+        while not self._stop.is_set():
+            try:
+                version = self._list(relisted=not first)
+                first, delay = False, self.backoff[0]
+                self._watch(version)
+            except Exception as error:  # a broken stream, an outage, or a stream we closed: relist when it answers
+                if self._stop.is_set():
+                    return
+                if self.on_error is not None:
+                    self.on_error(error, delay)
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, self.backoff[1])
+
+    def _list(self, relisted: bool) -> str:
+        listing = self.kube.list(self.resource, self.namespace, label_selector=self.label_selector)
+        if relisted:
+            self.relists += 1
+        items = listing.get("items") or []
+        listed = {obj["metadata"]["uid"]: obj for obj in items}
+        for uid, (_, kept) in list(self._known.items()):
+            if uid not in listed:
+                del self._known[uid]
+                self.on_event("DELETED", kept, relisted)
+        for uid, obj in listed.items():
+            version = obj["metadata"].get("resourceVersion", "")
+            before = self._known.get(uid)
+            if before is None or before[0] != version:
+                self._known[uid] = (version, self.keep(obj))
+                self.on_event("ADDED" if before is None else "MODIFIED", obj, relisted)
+        if self.on_synced is not None:
+            self.on_synced(items)
+        return str(listing["metadata"]["resourceVersion"])
+
+    def _watch(self, version: str) -> None:
+        """Watch until a resync is due (return: relist) or the stream fails (raise); a timeout just re-watches."""
+        resync_at = time.monotonic() + self.resync_seconds if self.resync_seconds else None
+        while not self._stop.is_set():
+            timeout = self.watch_timeout_seconds
+            if resync_at is not None:
+                left = resync_at - time.monotonic()
+                if left <= 0:
+                    return
+                timeout = int(max(1, min(timeout, left)))
+            for event in self.kube.watch(self.resource, self.namespace, resource_version=version,
+                                         label_selector=self.label_selector, timeout_seconds=timeout,
+                                         on_open=self._opened):
+                if self._stop.is_set():
+                    return
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        return  # our version is too old: relist at once
+                    raise KubeError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"), obj)
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if kind == "BOOKMARK":
+                    continue
+                uid = obj.get("metadata", {}).get("uid", "")
+                if kind == "DELETED":
+                    self._known.pop(uid, None)
+                else:
+                    self._known[uid] = (version, self.keep(obj))
+                self.on_event(str(kind), obj, False)
+
+    def _opened(self, stream: Any) -> None:
+        self._stream = stream
+        if self._stop.is_set():  # stopped while the request was on its way
+            with contextlib.suppress(Exception):
+                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from activities.kubeapi import JSON, NATIVE_PODGROUPS, Kube, KubeError
-from activities.view import name_of, terminating, uid_of
+from activities.kubeapi import JSON, NATIVE_PODGROUPS, Kube, KubeError, name_of, terminating, uid_of
 from grove import names
 from grove.plan import PodCliquePlan, ReplicaPlan
 from grove.scheduling import is_required, native_gang, native_podgroup_manifest, place_pod

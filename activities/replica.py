@@ -45,7 +45,6 @@ from activities.view import (
     ours,
     read_replica,
     read_spec,
-    replica_selector,
     snapshot,
     terminating,
     uid_of,
@@ -201,7 +200,7 @@ class ReplicaActivities:
                 deleted.append(name)
             else:
                 gone.append(name)
-        selector = replica_selector(ref.pcs, ref.replica)
+        selector = names.replica_selector(ref.pcs, ref.replica)
         for gang in self.kube.list_items(PODGANGS, ref.namespace, label_selector=selector):
             if (name_of(gang) in request.pod_gangs and ours(gang) and not terminating(gang)
                     and self.kube.delete(PODGANGS, ref.namespace, name_of(gang), uid=uid_of(gang))):
@@ -236,7 +235,7 @@ class ReplicaActivities:
         if spec.state is PcsState.PRESENT and spec.problems:
             # An invalid update changes nothing (DESIGN §4.1): a count read from an invalid spec deletes nothing.
             return DeleteReplicaResult(skipped_reason="the PodCliqueSet spec is invalid: " + "; ".join(spec.problems))
-        selector = replica_selector(ref.pcs, ref.replica)
+        selector = names.replica_selector(ref.pcs, ref.replica)
         groups = _our_scaling_groups(self.kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector),
                                      ref)
         deleted: list[str] = []
@@ -298,7 +297,7 @@ class _Materialiser:
         self.created: list[str] = []
         self.deleted: list[str] = []
         self.updated: list[str] = []
-        self.native = NativeGangs(kube, self.plan, spec.backend, replica_selector(ref.pcs, ref.replica))
+        self.native = NativeGangs(kube, self.plan, spec.backend, names.replica_selector(ref.pcs, ref.replica))
 
     def run(self) -> None:
         self.ensure_service()

@@ -76,7 +76,7 @@ def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
 
     A replica counts as available the way grove.availability.replica_available decides: every standalone
     PodClique has minAvailable Ready pods and every PCSG has minAvailable available replicas."""
-    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs}"
+    selector = names.pcs_selector(pcs)
     read: list[Callable[[], Any]] = [
         functools.partial(kube.get, PODCLIQUESETS, namespace, pcs),
         functools.partial(kube.list_items, PODCLIQUES, namespace, label_selector=selector),

@@ -11,62 +11,31 @@ from datetime import UTC, datetime
 
 from activities.backend import Scheduling
 from activities.fanout import fan_out
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
+from activities.kubeapi import (
+    JSON,
+    PODCLIQUES,
+    PODCLIQUESETS,
+    PODGANGS,
+    PODS,
+    SCALINGGROUPS,
+    Kube,
+    controller_uid,
+    name_of,
+    ours,
+    pod_gated,
+    pod_ready,
+    pod_scheduled,
+    terminating,
+    uid_of,
+)
 from grove import names
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
+from grove.release import releasable as releasable_pod
 from grove.scheduling import held_surplus_pods
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
-
-
-def replica_selector(pcs: str, replica: int) -> str:
-    return (
-        f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={pcs},"
-        f"{names.LABEL_PCS_REPLICA_INDEX}={replica}"
-    )
-
-
-def name_of(obj: JSON) -> str:
-    return str(obj.get("metadata", {}).get("name", ""))
-
-
-def uid_of(obj: JSON) -> str:
-    return str(obj.get("metadata", {}).get("uid", ""))
-
-
-def terminating(obj: JSON) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
-
-
-def ours(obj: JSON) -> bool:
-    return (obj.get("metadata", {}).get("labels") or {}).get(names.LABEL_MANAGED_BY) == names.MANAGED_BY
-
-
-def _condition(pod: JSON, kind: str) -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []
-    )
-
-
-def pod_ready(pod: JSON) -> bool:
-    return _condition(pod, "Ready")
-
-
-def pod_scheduled(pod: JSON) -> bool:
-    return _condition(pod, "PodScheduled") or bool((pod.get("spec") or {}).get("nodeName"))
-
-
-def pod_gated(pod: JSON) -> bool:
-    return any(g.get("name") == names.SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
-
-
-def controller_uid(obj: JSON) -> str | None:
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
 
 
 @dataclass
@@ -98,7 +67,7 @@ class ClusterView:
 def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = False) -> ClusterView:
     read_from = datetime.now(UTC)
     pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
-    selector = replica_selector(ref.pcs, ref.replica)
+    selector = names.replica_selector(ref.pcs, ref.replica)
 
     def by_name(items: list[JSON]) -> dict[str, JSON]:
         return {name_of(obj): obj for obj in items}
@@ -178,7 +147,7 @@ def clique_states(view: ClusterView) -> dict[str, CliqueState]:
         releasable: dict[str, str] = {}
         for pod in pods:
             gang = (pod["metadata"].get("labels") or {}).get(names.LABEL_PODGANG, "")
-            if pod_gated(pod) and name_of(pod) in references.get(gang, ()):
+            if releasable_pod(pod_gated(pod), name_of(pod), references.get(gang, ())):
                 releasable[name_of(pod)] = uid_of(pod)
         states[name] = CliqueState(
             uid=uid_of(pclq),

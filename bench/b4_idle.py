@@ -22,7 +22,7 @@ from bench import replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.sampling import Delta, Reading, history_lengths, wait_quiet
-from bench.workerproc import WorkerProc
+from localstack.workerproc import WorkerProcess
 from workflows.contract import NUDGE_SIGNAL, reconciler_workflow_id
 
 FULL_PASSES_PER_HOUR = 6  # WorkerSettings.reconcile_every = 10 min
@@ -37,7 +37,7 @@ async def run(clusters: Clusters, *, replicas: int = 200, window: float = 300.0,
         return await _run(cluster, replicas, window, per_pcs, timeout)
 
 
-async def _measure(cluster: BenchCluster, worker: WorkerProc, workflows: list[str], seconds: float | None,
+async def _measure(cluster: BenchCluster, worker: WorkerProcess, workflows: list[str], seconds: float | None,
                    trigger: Any = None) -> dict[str, float]:
     """A window of `seconds`, or what `trigger()` sets off until the worker is quiet again (background excluded)."""
     lengths = await history_lengths(cluster.client, workflows)

@@ -25,8 +25,8 @@ from bench.observer import Observer
 from bench.profile import Profiler
 from bench.sampling import wait_quiet
 from bench.stats import summary
-from bench.workerproc import WorkerProc
 from bench.workload import fail_readiness
+from localstack.workerproc import WorkerProcess
 
 
 async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10, timeout: float = 900.0,
@@ -35,12 +35,12 @@ async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10, tim
         return await _run(cluster, replicas, per_pcs, timeout, profile)
 
 
-def _lease_holder(cluster: BenchCluster, worker: WorkerProc) -> str:
+def _lease_holder(cluster: BenchCluster, worker: WorkerProcess) -> str:
     lease = cluster.kube.get(LEASES, worker.namespace, f"grove-temporal-watcher-{worker.namespace}")
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
-def _watch_worker(cluster: BenchCluster, worker: WorkerProc, timeout: float) -> tuple[float, float]:
+def _watch_worker(cluster: BenchCluster, worker: WorkerProcess, timeout: float) -> tuple[float, float]:
     """Poll until the new worker answers /readyz and holds the Lease; returns both moments."""
     ready_at = leader_at = 0.0
     deadline = time.monotonic() + timeout

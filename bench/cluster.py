@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kubeapi import Kube, KubeError, Resource
 from bench import procs
-from bench.workerproc import WorkerProc
+from localstack.workerproc import WorkerProcess
 
 if TYPE_CHECKING:
     from localstack.stack import LocalStack, StackOptions
@@ -34,7 +34,7 @@ class BenchCluster:
         self.api_client = stack.kube_client()
         self.kube = Kube(self.api_client)
         self.namespaces: list[str] = []
-        self.workers: list[WorkerProc] = []
+        self.workers: list[WorkerProcess] = []
         self.kube_version = str(self.kube._request("GET", "/version").get("gitVersion", ""))
 
     @property
@@ -53,9 +53,10 @@ class BenchCluster:
             time.sleep(0.05)
         return name
 
-    def worker(self, namespace: str) -> WorkerProc:
-        proc = WorkerProc(kubeconfig=Path(self.stack.kubeconfig), temporal_address=self.stack.temporal_address,
-                          namespace=namespace, log_dir=self.log_dir)
+    def worker(self, namespace: str) -> WorkerProcess:
+        proc = WorkerProcess(kubeconfig=Path(self.stack.kubeconfig), temporal_address=self.stack.temporal_address,
+                          namespace=namespace, log_dir=self.log_dir,
+                             task_queue=f"bench-{namespace}", log_level="WARNING")
         self.workers.append(proc)
         return proc.start()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 
-from activities.kubeapi import JSON, PODS, Kube
+from activities.kubeapi import JSON, PODS, Kube, ListWatch
 from grove import manifests, names
 from grove.plan import plan_replica
 from grove.validation import parse_pcs
@@ -80,19 +80,15 @@ class Floor:
                 self.waiting[base_gang][name] = uid
 
     def run(self) -> None:
-        selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
-        listing = self.kube.list(PODS, self.namespace, label_selector=selector)
-        for pod in listing.get("items") or []:
-            self.on_pod(pod)
-        version = listing["metadata"]["resourceVersion"]
-        print("floor: watching", flush=True)
-        while True:
-            for event in self.kube.watch(PODS, self.namespace, resource_version=version, label_selector=selector,
-                                         timeout_seconds=3600):
-                obj = event.get("object") or {}
-                version = obj.get("metadata", {}).get("resourceVersion", version)
-                if event.get("type") in ("ADDED", "MODIFIED"):
-                    self.on_pod(obj)
+        def on_event(kind: str, pod: JSON, _relisted: bool) -> None:
+            if kind in ("ADDED", "MODIFIED"):
+                self.on_pod(pod)
+
+        def synced(_items: object) -> None:
+            print("floor: watching", flush=True)
+
+        ListWatch(self.kube, PODS, self.namespace, on_event, label_selector=names.managed_selector(),
+                  on_synced=synced, watch_timeout_seconds=3600).run()
 
 
 def main() -> None:
@@ -101,7 +97,7 @@ def main() -> None:
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--base-pods", type=int, required=True, help="pods in each base gang")
     args = parser.parse_args()
-    from worker.kube import api_client
+    from activities.kubeapi import api_client
 
     Floor(Kube(api_client(args.kubeconfig)), args.namespace, args.base_pods).run()
 

@@ -8,17 +8,17 @@ timestamp exists (deletionTimestamp) it is kept beside the arrival time as a cro
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, Resource
+from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch
 from grove import names
 
-SELECTOR = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+SELECTOR = names.managed_selector()
 
 
 def _condition(obj: JSON, kind: str) -> bool:
@@ -83,9 +83,7 @@ class Observer:
         self.namespaces = set(namespaces)
         self.objects: dict[str, Tracked] = {}
         self.lock = threading.Lock()
-        self._stop = threading.Event()
-        self._streams: list[Any] = []
-        self._threads: list[threading.Thread] = []
+        self._watches: list[ListWatch] = []
         self._synced = {PODS.plural: threading.Event(), PODCLIQUES.plural: threading.Event()}
 
     def watch_namespace(self, namespace: str) -> None:
@@ -94,21 +92,19 @@ class Observer:
 
     def start(self) -> Observer:
         for resource in (PODS, PODCLIQUES):
-            thread = threading.Thread(target=self._follow, args=(resource,), daemon=True,
-                                      name=f"bench-observer-{resource.plural}")
-            thread.start()
-            self._threads.append(thread)
+            watch = ListWatch(self.kube, resource, None, functools.partial(self._noted, resource.kind),
+                              label_selector=SELECTOR, on_synced=functools.partial(_set, self._synced[resource.plural]),
+                              backoff=(0.2, 0.2))
+            self._watches.append(watch.start(name=f"bench-observer-{resource.plural}"))
         for synced in self._synced.values():
             synced.wait(30)
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for stream in list(self._streams):
-            with contextlib.suppress(Exception):
-                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
-        for thread in self._threads:
-            thread.join(5)
+        for watch in self._watches:
+            watch.stop()
+        for watch in self._watches:
+            watch.stop(join_seconds=5)
 
     def __enter__(self) -> Observer:
         return self.start()
@@ -132,29 +128,9 @@ class Observer:
             time.sleep(interval)
         raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
-    # --- the watch threads ---------------------------------------------------------------------------------
-    def _follow(self, resource: Resource) -> None:
-        while not self._stop.is_set():
-            try:
-                listing = self.kube.list(resource, None, label_selector=SELECTOR)
-                for obj in listing.get("items") or []:
-                    self._note(resource.kind, "ADDED", obj)
-                self._synced[resource.plural].set()
-                version = listing["metadata"]["resourceVersion"]
-                while not self._stop.is_set():
-                    for event in self.kube.watch(resource, None, resource_version=version, label_selector=SELECTOR,
-                                                 timeout_seconds=300, on_open=self._streams.append):
-                        if self._stop.is_set():
-                            return
-                        kind, obj = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":
-                            raise RuntimeError(f"watch error: {obj.get('message')}")
-                        version = obj.get("metadata", {}).get("resourceVersion", version)
-                        if kind in ("ADDED", "MODIFIED", "DELETED"):
-                            self._note(resource.kind, kind, obj)
-            except Exception:  # noqa: BLE001 - a broken stream (or one we closed): relist and go on
-                if self._stop.wait(0.2):
-                    return
+    # --- the watches ----------------------------------------------------------------------------------------
+    def _noted(self, kind: str, event: str, obj: JSON, _relisted: bool) -> None:
+        self._note(kind, event, obj)
 
     def _note(self, kind: str, event: str, obj: JSON) -> None:
         now = time.time()
@@ -173,3 +149,7 @@ class Observer:
                 tracked.gone_at = tracked.gone_at or now
             if not tracked.history or tracked.history[-1][1] != state:
                 tracked.history.append((now, state))
+
+
+def _set(event: threading.Event, _items: object) -> None:
+    event.set()

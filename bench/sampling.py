@@ -13,7 +13,7 @@ from temporalio.service import RPCError
 
 from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, Counters
-from bench.workerproc import WorkerProc
+from localstack.workerproc import WorkerProcess
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
 BACKGROUND_RESOURCES = ("leases",)
@@ -29,7 +29,7 @@ class Reading:
     counters: Counters
 
     @staticmethod
-    def take(worker: WorkerProc) -> Reading:
+    def take(worker: WorkerProcess) -> Reading:
         proc = procs.sample(worker.pid)
         return Reading(time.time(), proc.cpu_seconds, proc.rss_bytes, proc.peak_rss_bytes,
                        promtext.scrape(worker.http_port))
@@ -67,7 +67,7 @@ def foreground(counters: Counters) -> float:
     return Delta(0, 0, counters).requests(foreground_only=True)
 
 
-async def wait_quiet(worker: WorkerProc, quiet_seconds: float = 5.0, timeout: float = 600.0) -> float:
+async def wait_quiet(worker: WorkerProcess, quiet_seconds: float = 5.0, timeout: float = 600.0) -> float:
     """Until the worker has issued no Kubernetes request other than lease renewals and watches for
     `quiet_seconds`: whatever the last change set off is finished. Returns when that quiet began."""
     began = time.monotonic()

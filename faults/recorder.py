@@ -9,7 +9,7 @@ broken stream (kube-apiserver stopped) the feed relists and marks what changed m
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, KubeError, Resource
+from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch, Resource
 from grove import names
 
 
@@ -110,74 +110,30 @@ class Recorder:
     namespace: str
     pod_events: list[PodEvent] = field(default_factory=list)
     pclqs: dict[str, PclqRecord] = field(default_factory=dict)
-    relists: int = 0
     _seq: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _streams: list[Any] = field(default_factory=list)
+    _watches: list[ListWatch] = field(default_factory=list)
 
     def start(self) -> Recorder:
         for resource in (PODS, PODCLIQUES):
-            thread = threading.Thread(target=self._follow, args=(resource,), daemon=True,
-                                      name=f"faults-watch-{resource.plural}")
-            thread.start()
-            self._threads.append(thread)
+            watch = ListWatch(self.kube_factory(), resource, self.namespace,
+                              functools.partial(self._note, resource), watch_timeout_seconds=30, backoff=(0.3, 0.3))
+            self._watches.append(watch.start(name=f"faults-watch-{resource.plural}"))
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for stream in list(self._streams):
-            with contextlib.suppress(Exception):
-                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
-        for thread in self._threads:
-            thread.join(10)
+        for watch in self._watches:
+            watch.stop()
+        for watch in self._watches:
+            watch.stop(join_seconds=10)
+
+    @property
+    def relists(self) -> int:
+        return sum(watch.relists for watch in self._watches)
 
     def snapshot(self) -> tuple[list[PodEvent], dict[str, PclqRecord]]:
         with self._lock:
             return list(self.pod_events), {k: PclqRecord(**vars(v)) for k, v in self.pclqs.items()}
-
-    # --- threads -----------------------------------------------------------------------------------------------
-    def _follow(self, resource: Resource) -> None:
-        kube = self.kube_factory()
-        known: dict[str, JSON] = {}  # uid -> last object
-        first = True
-        while not self._stop.is_set():
-            try:
-                listing = kube.list(resource, self.namespace)
-                items = listing.get("items") or []
-                relist = not first
-                if relist:
-                    with self._lock:
-                        self.relists += 1
-                listed = {o["metadata"]["uid"]: o for o in items}
-                for uid, obj in known.items():
-                    if uid not in listed:
-                        self._note(resource, "DELETED", obj, relist)
-                for uid, obj in listed.items():
-                    if known.get(uid, {}).get("metadata", {}).get("resourceVersion") != obj["metadata"].get(
-                            "resourceVersion"):
-                        self._note(resource, "ADDED" if uid not in known else "MODIFIED", obj, relist)
-                known = listed
-                first = False
-                version = listing["metadata"]["resourceVersion"]
-                while not self._stop.is_set():
-                    for event in kube.watch(resource, self.namespace, resource_version=version, timeout_seconds=30,
-                                            on_open=self._streams.append):
-                        kind, obj = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":
-                            raise KubeError(int(obj.get("code") or 0), "watch expired")
-                        version = obj.get("metadata", {}).get("resourceVersion", version)
-                        if kind in ("ADDED", "MODIFIED", "DELETED"):
-                            uid = obj["metadata"]["uid"]
-                            if kind == "DELETED":
-                                known.pop(uid, None)
-                            else:
-                                known[uid] = obj
-                            self._note(resource, kind, obj, False)
-            except Exception:  # noqa: BLE001 - apiserver down or a broken stream: relist when it answers again
-                if self._stop.wait(0.3):
-                    return
 
     def _note(self, resource: Resource, kind: str, obj: JSON, relist: bool) -> None:
         now = time.time()

@@ -166,6 +166,22 @@ def headless_service_address(pcs: str, replica: int, namespace: str) -> str:
     return f"{headless_service_name(pcs, replica)}.{namespace}.svc.cluster.local"
 
 
+# --- label selectors (the one place they are spelled) ---------------------------------------------------------------
+def managed_selector() -> str:
+    """Everything grove-temporal manages."""
+    return f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+
+
+def pcs_selector(pcs: str) -> str:
+    """Everything grove-temporal manages for one PodCliqueSet."""
+    return f"{managed_selector()},{LABEL_PART_OF}={pcs}"
+
+
+def replica_selector(pcs: str, replica: int) -> str:
+    """Everything grove-temporal manages for one PodCliqueSet replica."""
+    return f"{pcs_selector(pcs)},{LABEL_PCS_REPLICA_INDEX}={replica}"
+
+
 def native_podgroup_name(pod_gang: str, pod_gang_uid: str) -> str:
     """The Kubernetes PodGroup of one PodGang incarnation: `<podgang>-<first 8 characters of its UID>`.
 

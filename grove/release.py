@@ -54,6 +54,12 @@ class GateDecision(_Frozen):
         return self.base + tuple(pod for pods in self.scaled.values() for pod in pods)
 
 
+def releasable(gated_by_us: bool, pod: str, gang_references: Collection[str]) -> bool:
+    """A pod's gate may be considered for release only while our gate is on it and its PodGang already lists it in
+    podReferences: a pod released before its gang references it could be scheduled outside the gang."""
+    return gated_by_us and pod in gang_references
+
+
 def gang_of(topology: ReplicaTopology, unit: CliqueUnit) -> str:
     """The PodGang a PodClique belongs to."""
     min_available = (topology.scaling_group(unit.scaling_group).min_available

@@ -22,6 +22,7 @@ from enum import StrEnum
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from grove.availability import CliqueHealth, ScalingGroupHealth
+from grove.durations import format_duration
 from grove.topology import ReplicaTopology
 
 
@@ -283,7 +284,7 @@ def _clique_cause(name: str, health: CliqueHealth) -> str:
 
 def _expiry(deadline: Deadline) -> str:
     return (
-        f"{deadline.cause}; terminationDelay {duration(deadline.delay)} expired at {clock(deadline.due_at)}"
+        f"{deadline.cause}; terminationDelay {format_duration(deadline.delay)} expired at {clock(deadline.due_at)}"
     )
 
 
@@ -299,15 +300,3 @@ def clock(moment: datetime) -> str:
     moment = moment.astimezone(UTC)
     millis = f".{moment.microsecond // 1000:03d}" if moment.microsecond else ""
     return f"{moment:%Y-%m-%dT%H:%M:%S}{millis}Z"
-
-
-def duration(span: timedelta) -> str:
-    """Go-style, as written in manifests: 30s, 4h, 2h30m, 1m0.5s."""
-    total_ms = round(span.total_seconds() * 1000)
-    hours, rest = divmod(total_ms, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    seconds, millis = divmod(rest, 1000)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    if seconds or millis:
-        parts.append(f"{seconds}.{millis:03d}".rstrip("0").rstrip(".") + "s")
-    return "".join(parts) or "0s"

@@ -120,7 +120,9 @@ def start_worker(stack: LocalStack) -> ManagedProcess:
         apply_crds(api)
     finally:
         api.close()
-    http_port = _free_port()
+    from localstack.readiness import free_port
+
+    http_port = free_port()
     argv = [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(stack.kubeconfig),
             "--temporal-address", stack.temporal_address, "--http-port", str(http_port)]
     process = stack.spawn("worker", argv, env={"PYTHONUNBUFFERED": "1"})
@@ -186,14 +188,6 @@ async def _show_replicas(address: str, wanted: list[tuple[str, str, int]], timeo
                    "see the worker log", err=True)
     typer.echo("Try:               grove-temporal status " + " ".join(sorted({p for _, p, _ in wanted}))
                + "    (in another terminal; it finds this stack)")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_command(

@@ -20,11 +20,10 @@ from temporalio.worker import Worker
 
 from activities.backend import Scheduling, detect
 from activities.fanout import FANOUT_THREADS
-from activities.kubeapi import Kube, KubeError
+from activities.kubeapi import Kube, KubeError, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
 from worker.config import TemporalSettings, WorkerSettings
-from worker.kube import api_client
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher

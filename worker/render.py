@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
-from grove.termination import clock, duration
+from grove.durations import format_duration
+from grove.termination import clock
 from worker.ops import ReplicaWorkflow
 from workflows.messages import ReplicaStatus
 
@@ -81,7 +82,7 @@ def statuses(items: Sequence[ReplicaStatus]) -> None:
 def duration_text(seconds: float) -> str:
     from datetime import timedelta
 
-    return duration(timedelta(seconds=round(seconds)))
+    return format_duration(timedelta(seconds=round(seconds)))
 
 
 def termination_log(status: ReplicaStatus) -> None:
@@ -97,7 +98,7 @@ def termination_log(status: ReplicaStatus) -> None:
         table.add_row(
             str(number), t.at.strftime("%Y-%m-%d %H:%M:%S"), str(t.incarnation),
             t.scope.value + (" (forced)" if t.forced else ""), target,
-            clock(t.breach_start) if t.breach_start else "-", duration(t.delay) if t.delay else "-", clock(t.deadline),
+            clock(t.breach_start) if t.breach_start else "-", format_duration(t.delay) if t.delay else "-", clock(t.deadline),
         )
     console.print(table)
     for number, t in enumerate(status.terminations, 1):  # reasons are sentences: no column can hold them

@@ -12,10 +12,7 @@ one follow-up signal.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +21,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, KubeError, Resource
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, Kube, KubeError, ListWatch, Resource
 from activities.metrics import NUDGES, WATCH_EVENTS
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
@@ -33,7 +30,7 @@ from workflows.messages import Nudge
 
 log = logging.getLogger(__name__)
 
-MANAGED_SELECTOR = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+MANAGED_SELECTOR = names.managed_selector()
 
 Fingerprint = tuple[Any, ...]
 ObjectKey = tuple[str, str]  # (namespace, name)
@@ -153,8 +150,6 @@ class Watcher:
         self.pcs_feed = _Feed(PODCLIQUESETS, None, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, MANAGED_SELECTOR, pclq_fingerprint)
         self.pod_feed = _Feed(PODS, MANAGED_SELECTOR, pod_fingerprint)
-        self._stop = threading.Event()
-        self._streams: dict[str, Any] = {}  # resource plural -> open watch response
         self._pending_pcs: set[ObjectKey] = set()
         self._reconciler_wake = asyncio.Event()
 
@@ -165,82 +160,49 @@ class Watcher:
         loop = asyncio.get_running_loop()
         # A fresh stop event per run: threads of an earlier run (maybe still blocked in a watch) keep theirs, set,
         # and end; these start unstopped. Sharing one left set by the last run would end every new thread at once.
-        stop = threading.Event()
-        self._stop = stop
-        threads = []
+        watches: list[ListWatch] = []
         tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler())]
         try:
             for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed):
                 feed.synced = asyncio.Event()
-                thread = threading.Thread(
-                    target=self._follow, args=(feed, loop, stop), name=f"watch-{feed.resource.plural}", daemon=True
-                )
-                thread.start()
-                threads.append(thread)
+                watches.append(self._list_watch(feed, loop).start(name=f"watch-{feed.resource.plural}"))
                 if feed is self.pcs_feed:  # pods and PCLQs are mapped to workflows through the PCS UID
                     await feed.synced.wait()
             await asyncio.Event().wait()
         finally:
-            stop.set()
-            for stream in list(self._streams.values()):
-                with contextlib.suppress(Exception):
-                    stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
+            # Each run has its own ListWatches: threads of an earlier run (maybe still blocked in a watch) end on
+            # their own stop, and these start unstopped.
+            for watch in watches:
+                watch.stop()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _follow(self, feed: _Feed, loop: asyncio.AbstractEventLoop, stop: threading.Event) -> None:
-        """Thread body: list, watch, relist; hand everything to the event loop."""
-        backoff = 1.0
-        while not stop.is_set():
-            try:
-                listing = self.kube.list(feed.resource, self.namespace, label_selector=feed.label_selector)
-                resource_version = listing["metadata"]["resourceVersion"]
-                loop.call_soon_threadsafe(self._on_sync, feed, listing.get("items") or [])
-                backoff = 1.0
-                deadline = loop.time() + self.resync_seconds
-                while not stop.is_set() and loop.time() < deadline:
-                    timeout = int(max(1, min(self.watch_timeout_seconds, deadline - loop.time())))
-                    expired = False
-                    for event in self.kube.watch(
-                        feed.resource,
-                        self.namespace,
-                        resource_version=resource_version,
-                        label_selector=feed.label_selector,
-                        timeout_seconds=timeout,
-                        on_open=functools.partial(self._streams.__setitem__, feed.resource.plural),
-                    ):
-                        if stop.is_set():
-                            return
-                        kind, obj = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":
-                            expired = obj.get("code") == 410
-                            break
-                        resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
-                        if kind != "BOOKMARK":
-                            loop.call_soon_threadsafe(self._on_event, feed, kind, obj)
-                    if expired:
-                        break
-            except KubeError as exc:
-                if stop.is_set():
-                    return
-                log.warning("watch %s: %s; retrying in %.0fs", feed.resource.plural, exc, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
-            except Exception:  # a watcher thread must never die silently
-                log.exception("watch %s failed; retrying", feed.resource.plural)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+    def _list_watch(self, feed: _Feed, loop: asyncio.AbstractEventLoop) -> ListWatch:
+        """Follow one resource from a thread; everything it sees is handled on the event loop."""
+
+        def retrying(error: Exception, delay: float) -> None:
+            if isinstance(error, KubeError):
+                log.warning("watch %s: %s; retrying in %.0fs", feed.resource.plural, error, delay)
+            else:  # a watcher thread must never die silently
+                log.error("watch %s failed; retrying in %.0fs", feed.resource.plural, delay, exc_info=error)
+
+        return ListWatch(
+            self.kube, feed.resource, self.namespace,
+            lambda kind, obj, _relisted: loop.call_soon_threadsafe(self._on_event, feed, kind, obj),
+            label_selector=feed.label_selector,
+            on_synced=lambda items: loop.call_soon_threadsafe(self._on_sync, feed, items),
+            on_error=retrying, keep=_slim, resync_seconds=self.resync_seconds,
+            watch_timeout_seconds=self.watch_timeout_seconds,
+        )
 
     # --- event handling (event loop thread) -----------------------------------------------------------------
     def _on_sync(self, feed: _Feed, items: list[JSON]) -> None:
-        seen: set[ObjectKey] = set()
-        for obj in items:
-            key = _key(obj)
-            seen.add(key)
-            self._on_event(feed, "ADDED", obj)
+        """After a list: what this process knew but the list no longer has went away while nobody watched (a new
+        run of the watcher lists afresh, so its ListWatch cannot know that)."""
+        listed = {_key(obj) for obj in items}
         for key in list(feed.known):
-            if key not in seen:
+            if key not in listed:
                 _, last = feed.known[key]
                 self._on_event(feed, "DELETED", last)
         feed.synced.set()

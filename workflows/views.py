@@ -9,9 +9,10 @@ import json
 
 from grove import names
 from grove.availability import CliqueObservation
+from grove.durations import format_duration
 from grove.evaluate import ReplicaEvaluation, ReplicaObservation
 from grove.release import CliqueGateState, GateDecision
-from grove.termination import clock, duration
+from grove.termination import clock
 from grove.topology import ReplicaTopology
 from workflows.messages import (
     CliqueStatus,
@@ -236,4 +237,4 @@ def details_markdown(
 
 def timer_summary(deadlines: tuple[DeadlineStatus, ...]) -> str:
     first = deadlines[0]
-    return f"terminationDelay {duration(first.delay)}: {first.scope.value} {first.target} due {clock(first.due_at)}"
+    return f"terminationDelay {format_duration(first.delay)}: {first.scope.value} {first.target} due {clock(first.due_at)}"

@@ -8,19 +8,12 @@ observe the real objects and the workflow's own answers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,85 +22,16 @@ import yaml
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, SCALINGGROUPS, Kube, ListWatch
 from grove import names
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
+from localstack.workerproc import WorkerProcess  # noqa: F401 (the e2e tests import it from here)
 from workflows.contract import STATUS_QUERY, replica_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class WorkerProcess:
-    """`grove-temporal worker` as its own OS process, scoped to one namespace and task queue."""
-
-    kubeconfig: Path
-    temporal_address: str
-    namespace: str
-    log_dir: Path
-    task_queue: str = ""
-    extra_env: dict[str, str] = field(default_factory=dict)
-    extra_args: list[str] = field(default_factory=list)
-    proc: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    http_port: int = 0
-
-    def __post_init__(self) -> None:
-        self.task_queue = self.task_queue or f"tq-{self.namespace}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.log_dir / f"worker-{self.namespace}-{self.starts}.log"
-
-    def start(self) -> WorkerProcess:
-        self.starts += 1
-        self.http_port = free_port()
-        env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
-        argv = [
-            sys.executable, "-m", "worker.cli", "worker",
-            "--kubeconfig", str(self.kubeconfig),
-            "--temporal-address", self.temporal_address,
-            "--namespace", self.namespace,
-            "--task-queue", self.task_queue,
-            "--http-port", str(self.http_port),
-            "--log-level", "INFO",
-            *self.extra_args,
-        ]
-        log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL: no drain, no goodbye — what a crashed node does to a worker."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self, timeout: float = 30) -> int | None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode if self.proc else None
-
-    def logs(self) -> str:
-        return "\n".join(
-            (self.log_dir / f"worker-{self.namespace}-{n}.log").read_text(errors="replace")
-            for n in range(1, self.starts + 1)
-            if (self.log_dir / f"worker-{self.namespace}-{n}.log").exists()
-        )
 
 
 def load_example(name: str, namespace: str, **overrides: Any) -> JSON:
@@ -254,43 +178,22 @@ class Timeline:
         self.namespace = namespace
         self.objects: dict[str, tuple[str, str]] = {}  # uid -> (kind, name)
         self.moments: dict[str, dict[str, float]] = {}  # uid -> event -> time.time()
-        self._stop = threading.Event()
-        self._streams: list[Any] = []
-        self._threads: list[threading.Thread] = []
+        self._watches: list[ListWatch] = []
         self._lock = threading.Lock()
 
     def start(self) -> Timeline:
         for resource in (PODS, PODCLIQUES):
-            thread = threading.Thread(target=self._follow, args=(resource,), daemon=True,
-                                      name=f"timeline-{resource.plural}")
-            thread.start()
-            self._threads.append(thread)
+            watch = ListWatch(self.kube, resource, self.namespace,
+                              lambda _event, obj, _relisted, kind=resource.kind: self._note(kind, obj),
+                              watch_timeout_seconds=60, backoff=(0.2, 0.2))
+            self._watches.append(watch.start(name=f"timeline-{resource.plural}"))
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for stream in self._streams:
-            with contextlib.suppress(Exception):
-                stream.shutdown() if hasattr(stream, "shutdown") else stream.close()
-        for thread in self._threads:
-            thread.join(5)
-
-    def _follow(self, resource: Any) -> None:
-        while not self._stop.is_set():
-            try:
-                listing = self.kube.list(resource, self.namespace)
-                for obj in listing.get("items") or []:
-                    self._note(resource.kind, obj)
-                version = listing["metadata"]["resourceVersion"]
-                for event in self.kube.watch(resource, self.namespace, resource_version=version, timeout_seconds=60,
-                                             on_open=self._streams.append):
-                    if self._stop.is_set():
-                        return
-                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        self._note(resource.kind, event["object"])
-            except Exception:  # noqa: BLE001 - a broken stream while stopping, or a relist: go round again
-                if self._stop.wait(0.2):
-                    return
+        for watch in self._watches:
+            watch.stop()
+        for watch in self._watches:
+            watch.stop(join_seconds=5)
 
     def _note(self, kind: str, obj: JSON) -> None:
         now = time.time()

@@ -25,11 +25,11 @@ from activities.kubeapi import (
     Kube,
     KubeError,
     Resource,
+    api_client,
 )
 from tests import deploykit
 from tests.e2e import scenarios
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manifest, wait_for
-from worker.kube import api_client
 from workflows.messages import ControlResult, ForceTerminateRequest, Phase
 
 SA_USER = f"system:serviceaccount:{deploykit.NAMESPACE}:{deploykit.SERVICE_ACCOUNT}"

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from grove.durations import format_duration
 from grove.evaluate import ReplicaMemory, forget_terminated
-from grove.termination import Scope, clock, duration, forced_termination
+from grove.termination import Scope, clock, forced_termination
 from grove.topology import CliqueUnit, ReplicaTopology, ScalingGroupUnit
 
 NOW = datetime(2025, 6, 1, 3, 0, 0, tzinfo=UTC)
@@ -93,11 +94,12 @@ def test_forgetting_a_forced_termination_starts_new_incarnations() -> None:
         (timedelta(hours=2, minutes=30), "2h30m"),
         (timedelta(minutes=1, milliseconds=500), "1m0.5s"),
         (timedelta(days=1, seconds=1), "24h1s"),
+        (timedelta(milliseconds=500), "500ms"),  # as Go writes it; one formatter for every duration
         (timedelta(0), "0s"),
     ],
 )
 def test_delays_are_written_as_in_manifests(span: timedelta, text: str) -> None:
-    assert duration(span) == text
+    assert format_duration(span) == text
 
 
 def test_times_are_utc_to_the_second_unless_finer() -> None:
@@ -108,3 +110,11 @@ def test_times_are_utc_to_the_second_unless_finer() -> None:
 def test_forced_termination_needs_an_aware_time() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         forced_termination(TOPOLOGY, NOW.replace(tzinfo=None), "x")
+
+
+def test_a_pod_is_releasable_only_while_gated_by_us_and_referenced_by_its_gang() -> None:
+    from grove.release import releasable
+
+    assert releasable(True, "p-0-a-0", {"p-0-a-0", "p-0-a-1"})
+    assert not releasable(True, "p-0-a-2", {"p-0-a-0"}), "not yet in podReferences"
+    assert not releasable(False, "p-0-a-0", {"p-0-a-0"}), "our gate is already gone"

@@ -1,4 +1,5 @@
-"""`grove-temporal worker` as its own OS process: what the benchmarks measure (CPU, memory, /metrics)."""
+"""`grove-temporal worker` as its own OS process, scoped to one namespace and task queue: what the end-to-end
+tests, the benchmarks and the fault runner start, kill and restart."""
 
 from __future__ import annotations
 
@@ -14,41 +15,39 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.env import REPO
+from localstack.readiness import LOOPBACK, free_port
+
+REPO = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def worker_env(log_dir: Path) -> dict[str, str]:
+def worker_env(log_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The worker's environment, with bytecode caching as in the image (pip compiles .pyc files at install).
 
     Temporal's workflow sandbox re-imports the workflow module for every workflow instance it creates; without a
-    .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1, as on the machine these figures come from) that is
-    a fresh compile of workflows/replica.py each time, 12% of the worker's Python CPU in a profile of B3 at 200.
-    The cache goes beside the run's logs, not into the repository."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPYCACHEPREFIX": str(log_dir / "pycache")}
+    .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1) that is a fresh compile of workflows/replica.py each
+    time, 12% of the worker's Python CPU in a profile of B3 at 200. The cache goes beside the run's logs, not into
+    the repository."""
+    env = {**os.environ, **(extra or {}), "PYTHONUNBUFFERED": "1", "PYTHONPYCACHEPREFIX": str(log_dir / "pycache")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
 @dataclass
-class WorkerProc:
+class WorkerProcess:
     kubeconfig: Path
     temporal_address: str
     namespace: str
     log_dir: Path
     task_queue: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
+    log_level: str = "INFO"
     proc: subprocess.Popen[bytes] | None = None
-    http_port: int = 0
     starts: int = 0
+    http_port: int = 0
 
     def __post_init__(self) -> None:
-        self.task_queue = self.task_queue or f"bench-{self.namespace}"
+        self.task_queue = self.task_queue or f"tq-{self.namespace}"
 
     @property
     def pid(self) -> int:
@@ -64,7 +63,7 @@ class WorkerProc:
     def log_path(self) -> Path:
         return self.log_dir / f"worker-{self.namespace}-{self.starts}.log"
 
-    def start(self) -> WorkerProc:
+    def start(self) -> WorkerProcess:
         self.starts += 1
         self.http_port = free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -75,17 +74,17 @@ class WorkerProc:
             "--namespace", self.namespace,
             "--task-queue", self.task_queue,
             "--http-port", str(self.http_port),
-            "--log-level", "WARNING",
+            "--log-level", self.log_level,
             *self.extra_args,
         ]
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, cwd=REPO, env=worker_env(self.log_dir),
+            self.proc = subprocess.Popen(argv, cwd=REPO, env=worker_env(self.log_dir, self.extra_env),
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def readyz(self) -> dict[str, str] | None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/readyz", timeout=5) as response:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{self.http_port}/readyz", timeout=5) as response:
                 return dict(json.loads(response.read()))
         except urllib.error.HTTPError as error:
             return dict(json.loads(error.read() or b"{}"))
@@ -110,10 +109,18 @@ class WorkerProc:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
-    def stop(self, timeout: float = 40.0) -> None:
+    def stop(self, timeout: float = 40.0) -> int | None:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+        return self.proc.returncode if self.proc else None
+
+    def logs(self) -> str:
+        return "\n".join(
+            (self.log_dir / f"worker-{self.namespace}-{n}.log").read_text(errors="replace")
+            for n in range(1, self.starts + 1)
+            if (self.log_dir / f"worker-{self.namespace}-{n}.log").exists()
+        )

@@ -1,0 +1,225 @@
+"""The middle tier: the real ReplicaWorkflow on a real Temporal dev server, with scripted activities standing in
+for Kubernetes. It proves workflow behaviour (durable timers, pause, controls, what is called with what) in
+seconds; it says nothing about Kubernetes, which tests/e2e proves on the real control plane."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from grove.models import PodCliqueSet
+from grove.plan import topology_for
+from grove.termination import Scope
+from localstack import rundirs
+from localstack.binaries import path_of
+from localstack.processes import ProcessRegistry
+from localstack.temporal import TemporalDevServer
+from workflows import contract
+from workflows.messages import (
+    CliqueState,
+    ControlResult,
+    DeleteReplicaResult,
+    EnsureResult,
+    EventRequest,
+    ForceTerminateRequest,
+    MirrorRequest,
+    Nudge,
+    PauseRequest,
+    PcsState,
+    Phase,
+    ReleaseRequest,
+    ReleaseResult,
+    ReplicaInput,
+    ReplicaRef,
+    ReplicaSnapshot,
+    ReplicaStatus,
+    TerminateRequest,
+    TerminateResult,
+)
+from workflows.replica import ReplicaWorkflow
+
+pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
+
+DELAY = timedelta(seconds=2)
+_EXECUTOR = ThreadPoolExecutor(max_workers=8)  # the scripted activities are synchronous, as the real ones
+
+
+def _pcs(name: str) -> PodCliqueSet:
+    return PodCliqueSet.model_validate({
+        "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+        "metadata": {"name": name, "namespace": "ns", "uid": "uid-1"},
+        "spec": {"replicas": 1, "template": {
+            "terminationDelay": f"{int(DELAY.total_seconds())}s",
+            "cliques": [{"name": "api", "spec": {"roleName": "api", "replicas": 2, "minAvailable": 2, "podSpec": {
+                "containers": [{"name": "c", "image": "i"}]}}}],
+        }},
+    })
+
+
+class ScriptedCluster:
+    """What the activities report: every PodClique of the plan exists with `ready` Ready pods. Records calls."""
+
+    def __init__(self, pcs: PodCliqueSet) -> None:
+        self.topology = topology_for(pcs, 0)
+        self.ready = 2
+        self.incarnation = 1
+        self.terminated: list[tuple[datetime, TerminateRequest]] = []
+        self.events: list[str] = []
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> ReplicaSnapshot:
+        now = datetime.now(UTC)
+        with self._lock:
+            cliques = {unit.name: CliqueState(uid=f"{unit.name}-{self.incarnation}", pods=2, ready=self.ready,
+                                              scheduled=2) for unit in self.topology.cliques}
+        return ReplicaSnapshot(read_at=now, read_from=now, pcs_state=PcsState.PRESENT, wanted_replicas=1,
+                               topology=self.topology, cliques=cliques)
+
+    def activities(self) -> list[object]:
+        @activity.defn(name=contract.OBSERVE_REPLICA)
+        def observe(ref: ReplicaRef) -> ReplicaSnapshot:
+            return self.snapshot()
+
+        @activity.defn(name=contract.ENSURE_REPLICA)
+        def ensure(ref: ReplicaRef) -> EnsureResult:
+            return EnsureResult(snapshot=self.snapshot())
+
+        @activity.defn(name=contract.RELEASE_GATES)
+        def release(request: ReleaseRequest) -> ReleaseResult:
+            return ReleaseResult(released=tuple(request.pods))
+
+        @activity.defn(name=contract.MIRROR_STATUS)
+        def mirror(request: MirrorRequest) -> list[str]:
+            return [m.name for m in request.objects]
+
+        @activity.defn(name=contract.RECORD_EVENT)
+        def record(request: EventRequest) -> None:
+            self.events.append(request.reason)
+
+        @activity.defn(name=contract.TERMINATE_GANG)
+        def terminate(request: TerminateRequest) -> TerminateResult:
+            with self._lock:
+                self.terminated.append((datetime.now(UTC), request))
+                self.incarnation += 1
+                self.ready = 2  # recreated and Ready again
+            return TerminateResult(deleted=tuple(request.cliques), at=datetime.now(UTC))
+
+        @activity.defn(name=contract.DELETE_REPLICA)
+        def delete(ref: ReplicaRef) -> DeleteReplicaResult:
+            return DeleteReplicaResult()
+
+        return [observe, ensure, release, mirror, record, terminate, delete]
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
+    run_dir = Path(tmp_path_factory.mktemp("temporal"))
+    registry = ProcessRegistry(run_dir)
+    registry.claim(rundirs.owner_token())
+    server = TemporalDevServer(path_of("temporal"), run_dir, registry, name="temporal-middle-tier", headless=True)
+    server.start()
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def client(dev_server: TemporalDevServer) -> AsyncIterator[Client]:
+    yield await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
+
+
+async def _run(client: Client, cluster: ScriptedCluster) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
+                    activity_executor=_EXECUTOR)
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref), id=ref.workflow_id,
+                                         task_queue=queue)
+    return worker, handle
+
+
+async def _status(handle: WorkflowHandle[ReplicaWorkflow, object]) -> ReplicaStatus:
+    result: ReplicaStatus = await handle.query(contract.STATUS_QUERY, result_type=ReplicaStatus)
+    return result
+
+
+async def _until(handle: WorkflowHandle[ReplicaWorkflow, object], check: object, timeout: float = 20) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if check(await _status(handle)):  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out; last status: {await _status(handle)}")
+
+
+async def _breach(cluster: ScriptedCluster, handle: WorkflowHandle[ReplicaWorkflow, object]) -> None:
+    cluster.ready = 1
+    await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+
+
+async def test_a_breach_is_terminated_once_by_the_durable_timer_never_before_its_deadline(client: Client) -> None:
+    cluster = ScriptedCluster(_pcs("timer"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        await _breach(cluster, handle)
+        await _until(handle, lambda s: bool(s.deadlines))
+        deadline = (await _status(handle)).deadlines[0].due_at
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=DELAY.total_seconds() + 15)
+        (at, request), = cluster.terminated
+        assert request.scope is Scope.PCS_REPLICA and request.deadline == deadline
+        assert at >= deadline, f"terminated {deadline - at} before its deadline"
+        assert request.cliques == {"timer-0-api": "timer-0-api-1"}, "the incarnation that breached, by UID"
+        await asyncio.sleep(DELAY.total_seconds() + 1)
+        assert len(cluster.terminated) == 1, "a recreated, healthy replica is not terminated again"
+        assert "BreachDetected" in cluster.events
+
+
+async def test_pause_holds_an_expired_breach_and_resume_acts_on_it_at_once(client: Client) -> None:
+    cluster = ScriptedCluster(_pcs("paused"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        result = await handle.execute_update(contract.PAUSE, PauseRequest(reason="maintenance"),
+                                             result_type=ControlResult)
+        assert result.accepted
+        await _breach(cluster, handle)
+        await _until(handle, lambda s: bool(s.deadlines))
+        await asyncio.sleep(DELAY.total_seconds() + 1.5)
+        assert cluster.terminated == [], "paused: nothing is terminated, even past the deadline"
+        resumed_at = datetime.now(UTC)
+        await handle.execute_update(contract.RESUME, result_type=ControlResult)
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=10)
+        (at, _), = cluster.terminated
+        assert at - resumed_at < timedelta(seconds=5), "acted on at once, not after another delay"
+
+
+async def test_force_terminate_names_a_missing_scaling_group_and_changes_nothing(client: Client) -> None:
+    cluster = ScriptedCluster(_pcs("forced"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        with pytest.raises(WorkflowUpdateFailedError) as rejected:
+            await handle.execute_update(contract.FORCE_TERMINATE, ForceTerminateRequest(scaling_group="nope"),
+                                        result_type=ControlResult)
+        assert "nope" in str(rejected.value.cause)
+        assert cluster.terminated == [] and (await _status(handle)).terminations_total == 0
+        result = await handle.execute_update(contract.FORCE_TERMINATE, ForceTerminateRequest(reason="bad GPU"),
+                                             result_type=ControlResult)
+        assert result.accepted and result.termination is not None and result.termination.forced
+        (_, request), = cluster.terminated
+        assert request.forced and "bad GPU" in request.reason
