@@ -18,8 +18,9 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import events
-from activities.kubeapi import JSON, PODCLIQUESETS, Kube, KubeError
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, Kube, KubeError
 from grove import names
+from grove.controllers import other_controller_problem
 from grove.models.podcliqueset import wanted_replicas
 from grove.validation import parse_pcs, validate_pcs
 from workflows.contract import (
@@ -74,11 +75,16 @@ class ReconcileActivities:
                 started.append(ref.workflow_id)
 
         jobs = []
+        elsewhere = await asyncio.to_thread(self._grove_operator_objects, request.namespace) if items else {}
         for obj in items:
             meta = obj["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
             problems = spec_problems(obj)
+            other = other_controller_problem(meta.get("finalizers") or [],
+                                             elsewhere.get((meta["namespace"], meta["name"]), []))
+            if other:
+                problems.append(other)
             if problems:
                 invalid.append(f"{meta['namespace']}/{meta['name']}")
             await asyncio.to_thread(self._mirror_validity, obj, problems)
@@ -105,6 +111,16 @@ class ReconcileActivities:
             started=tuple(sorted(started)),
             invalid=tuple(invalid),
         )
+
+    def _grove_operator_objects(self, namespace: str | None) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """PodCliques the Grove operator manages, by PodCliqueSet (one list per batch; grove/controllers.py)."""
+        found: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for obj in self.kube.list_items(PODCLIQUES, namespace, label_selector=names.grove_operator_selector()):
+            meta = obj["metadata"]
+            pcs = (meta.get("labels") or {}).get(names.LABEL_PART_OF)
+            if pcs:
+                found.setdefault((meta["namespace"], pcs), []).append((PODCLIQUES.kind, meta["name"]))
+        return found
 
     def _read(self, request: PcsBatchRequest) -> tuple[list[JSON], str | None]:
         if request.only is not None:

@@ -42,6 +42,7 @@ from activities.view import (
     SpecReading,
     controller_uid,
     name_of,
+    other_controller,
     ours,
     read_replica,
     read_spec,
@@ -130,9 +131,10 @@ class ReplicaActivities:
         spec = read_spec(view.pcs, ref, self.scheduling)
         if spec.state is not PcsState.PRESENT:
             return EnsureResult(snapshot=snapshot(view, spec))
-        if spec.plan is None or spec.pcs is None:
+        held = spec.problems + other_controller(view)
+        if spec.plan is None or spec.pcs is None or held:
             raise ApplicationError(
-                f"PodCliqueSet {ref.namespace}/{ref.pcs} is invalid: " + "; ".join(spec.problems),
+                f"PodCliqueSet {ref.namespace}/{ref.pcs} is invalid: " + "; ".join(held),
                 type=INVALID_SPEC,
                 non_retryable=True,
             )

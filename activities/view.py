@@ -29,6 +29,7 @@ from activities.kubeapi import (
     uid_of,
 )
 from grove import names
+from grove.controllers import other_controller_problem
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
@@ -47,6 +48,7 @@ class ClusterView:
     pods: dict[str, JSON] = field(default_factory=dict)
     gangs: dict[str, JSON] = field(default_factory=dict)
     pcsgs: dict[str, JSON] | None = None  # only read by ensure
+    foreign: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) managed by the Grove operator
     read_from: datetime = field(default_factory=lambda: datetime.now(UTC))  # before the first read
 
     def live_pods_of(self, pclq: JSON) -> list[JSON]:
@@ -67,7 +69,7 @@ class ClusterView:
 def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = False) -> ClusterView:
     read_from = datetime.now(UTC)
     pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
-    selector = names.replica_selector(ref.pcs, ref.replica)
+    selector = names.replica_selector_with_other_controllers(ref.pcs, ref.replica)
 
     def by_name(items: list[JSON]) -> dict[str, JSON]:
         return {name_of(obj): obj for obj in items}
@@ -82,6 +84,9 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Fal
     resources = [PODCLIQUES, PODS, PODGANGS] + ([SCALINGGROUPS] if with_scaling_groups else [])
     listed = fan_out([functools.partial(kube.list_items, r, ref.namespace, label_selector=selector)
                       for r in resources])
+    for resource, items in zip(resources, listed, strict=True):
+        view.foreign += [(resource.kind, name_of(obj)) for obj in items if not ours(obj)]
+    listed = [[obj for obj in items if ours(obj)] for items in listed]
     view.pclqs, view.pods, view.gangs = (by_name(items) for items in listed[:3])
     if with_scaling_groups:
         view.pcsgs = by_name(listed[3])
@@ -231,6 +236,12 @@ def _podgroups_differ(gang_obj: JSON, gang_plan: object) -> bool:
     return have != want
 
 
+def other_controller(view: ClusterView) -> tuple[str, ...]:
+    finalizers = ((view.pcs or {}).get("metadata") or {}).get("finalizers") or []
+    problem = other_controller_problem(finalizers, view.foreign)
+    return (problem,) if problem else ()
+
+
 def _hold_surplus(cliques: dict[str, CliqueState], plan: ReplicaPlan) -> dict[str, CliqueState]:
     """kube backend: surplus pods keep their gate until their gang is scheduled (grove/scheduling.py)."""
     held = held_surplus_pods(plan, {name: c.scheduled for name, c in cliques.items() if not c.terminating})
@@ -251,7 +262,7 @@ def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
         pcs_state=spec.state,
         pcs_generation=spec.generation,
         wanted_replicas=spec.wanted_replicas,
-        problems=spec.problems,
+        problems=spec.problems + other_controller(view),
         topology=plan.topology() if plan is not None else None,
         release_after=scaled_release_after(spec.pcs) if spec.pcs is not None else "Scheduled",
         cliques=cliques,

@@ -5,7 +5,8 @@
 
 The schemas are structural (every node typed, no additionalProperties beside properties). Objects we model only
 in part keep unknown fields (x-kubernetes-preserve-unknown-fields) so a Grove manifest is stored unchanged; the
-pod template is an opaque object. Semantic rules (minAvailable <= replicas, ...) live in grove.validation, not here.
+pod template is an opaque object. The PodCliqueSet CRD also carries the admission rules of grove/rules.py (CEL
+x-kubernetes-validations, bounds such as maxItems, defaults), rendered from the same source as grove.validation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from grove import names
+from grove import names, rules
 from grove.models import (
     PodClique,
     PodCliqueScalingGroup,
@@ -79,6 +80,7 @@ class Resource:
     short_name: str
     columns: tuple[Column, ...]
     scale_selector: str | None = None  # status path of the label selector; None: no scale subresource
+    admission_rules: bool = False  # carries grove.rules (the PodCliqueSet: what users write)
 
     @property
     def file_name(self) -> str:
@@ -106,6 +108,7 @@ RESOURCES = (
             AGE,
         ),
         scale_selector=".status.hpaPodSelector",
+        admission_rules=True,
     ),
     Resource(
         PodClique,
@@ -162,37 +165,58 @@ RESOURCES = (
 
 
 # --- JSON schema -> structural OpenAPI v3 -------------------------------------------------------------------
-def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema, inlined and rewritten into a Kubernetes structural schema."""
+def structural_schema(model: type[BaseModel], with_rules: bool = False) -> dict[str, Any]:
+    """The model's JSON schema, inlined and rewritten into a Kubernetes structural schema; with_rules adds the
+    admission rules, bounds and defaults of grove.rules to the nodes they belong to."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
-    return _convert(schema, schema.get("$defs", {}))
+    converted = _convert(schema, schema.get("$defs", {}), with_rules)
+    return _with_rules(converted, model.__name__) if with_rules else converted
 
 
-def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+def _with_rules(node: dict[str, Any], name: str) -> dict[str, Any]:
+    additions = rules.schema_additions(name)
+    if not additions:
+        return node
+    result = dict(node)
+    for field, keywords in additions.get("properties", {}).items():
+        if field not in result.get("properties", {}):
+            raise ValueError(f"grove.rules names {name}.{field}, which the model does not have")
+        prop = dict(result["properties"][field])
+        for keyword, value in keywords.items():
+            prop[keyword] = {**prop.get(keyword, {}), **value} if keyword == "items" else value
+        result["properties"] = {**result["properties"], field: _ordered(prop)}
+    if "x-kubernetes-validations" in additions:
+        result["x-kubernetes-validations"] = additions["x-kubernetes-validations"]
+    return _ordered(result)
+
+
+def _convert(node: dict[str, Any], defs: dict[str, Any], with_rules: bool = False) -> dict[str, Any]:
     if "$ref" in node:
-        target = defs[node["$ref"].split("/")[-1]]
+        name = node["$ref"].split("/")[-1]
+        target = defs[name]
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        return _convert({**target, **siblings}, defs)
+        converted = _convert({**target, **siblings}, defs, with_rules)
+        return _with_rules(converted, name) if with_rules else converted
     for combinator in ("anyOf", "oneOf", "allOf"):
         if combinator in node:
             options = [option for option in node[combinator] if option.get("type") != "null"]
             if len(options) != 1:
                 raise ValueError(f"cannot express {combinator} of {len(options)} types structurally: {node}")
             siblings = {k: v for k, v in node.items() if k != combinator}
-            return _convert({**options[0], **siblings}, defs)
+            return _convert({**options[0], **siblings}, defs, with_rules)
     result: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROPPED_KEYS or key == "$defs":
             continue
         if key == "properties":
-            result[key] = {name: _convert(prop, defs) for name, prop in value.items()}
+            result[key] = {name: _convert(prop, defs, with_rules) for name, prop in value.items()}
         elif key == "items":
-            result[key] = _convert(value, defs)
+            result[key] = _convert(value, defs, with_rules)
         elif key == "additionalProperties":
             if value is True or value == {}:
                 result["x-kubernetes-preserve-unknown-fields"] = True
             elif value is not False:
-                result[key] = _convert(value, defs)
+                result[key] = _convert(value, defs, with_rules)
         else:
             result[key] = value
     if "properties" in result and "additionalProperties" in result:
@@ -215,11 +239,13 @@ def crd(resource: Resource) -> dict[str, Any]:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": structural_schema(resource.spec),
+            "spec": structural_schema(resource.spec, with_rules=resource.admission_rules),
             "status": structural_schema(resource.status),
         },
         "required": ["spec"],
     }
+    if resource.admission_rules:
+        root = _with_rules(root, rules.ROOT)
     if description:
         root = {"description": description, **root}
     subresources: dict[str, Any] = {"status": {}}

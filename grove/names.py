@@ -53,6 +53,11 @@ LABEL_POD_INDEX = "grove.io/podclique-pod-index"
 
 # Our value for app.kubernetes.io/managed-by: objects carrying it are ours to change or delete.
 MANAGED_BY = "grove-temporal"
+# The Grove operator's (ai-dynamo/grove operator/api/common: LabelManagedByValue, FinalizerPodCliqueSet). A PCS whose
+# objects carry it, or that carries its finalizer, is driven by Grove's operator: we hold it (README: running beside
+# the Grove operator).
+GROVE_OPERATOR_MANAGED_BY = "grove-operator"
+GROVE_OPERATOR_PCS_FINALIZER = "grove.io/podcliqueset.grove.io"
 
 COMPONENT_PCS_PODCLIQUE = "pcs-podclique"
 COMPONENT_PCSG_PODCLIQUE = "pcsg-podclique"
@@ -180,6 +185,17 @@ def pcs_selector(pcs: str) -> str:
 def replica_selector(pcs: str, replica: int) -> str:
     """Everything grove-temporal manages for one PodCliqueSet replica."""
     return f"{pcs_selector(pcs)},{LABEL_PCS_REPLICA_INDEX}={replica}"
+
+
+def grove_operator_selector() -> str:
+    """Everything the Grove operator manages (the one-controller rule, grove/controllers.py)."""
+    return f"{LABEL_MANAGED_BY}={GROVE_OPERATOR_MANAGED_BY}"
+
+
+def replica_selector_with_other_controllers(pcs: str, replica: int) -> str:
+    """The replica's objects, ours and the Grove operator's (the one-controller rule, grove/controllers.py)."""
+    return (f"{LABEL_MANAGED_BY} in ({MANAGED_BY},{GROVE_OPERATOR_MANAGED_BY}),{LABEL_PART_OF}={pcs},"
+            f"{LABEL_PCS_REPLICA_INDEX}={replica}")
 
 
 def native_podgroup_name(pod_gang: str, pod_gang_uid: str) -> str:

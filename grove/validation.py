@@ -6,14 +6,14 @@ Every function here takes whatever YAML produced and never raises on it: malform
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping
-from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
-from grove import names
+from grove import names, rules
 from grove.models import KaiPodGroup, PodCliqueSet
 from grove.podgroup_rules import podgroup_tree_problems
 from grove.problems import ROOT, Problem, from_validation_error, unknown_fields
@@ -62,8 +62,42 @@ def validate_pcs(data: Any) -> list[Problem]:
     """Every problem of a PodCliqueSet (a manifest dict or a parsed model); empty when it is valid."""
     pcs, problems = parse_pcs(data)
     if pcs is None:
-        return problems
+        return sorted(problems + _problems_beside(data, problems), key=_path_order)
     return list(_pcs_problems(pcs))
+
+
+def _problems_beside(data: Any, malformed: list[Problem]) -> list[Problem]:
+    """The rule problems of the rest of a manifest some fields of which are malformed: those fields are left out
+    (their defaults apply) and the rest is checked, so that one bad duration does not hide every other problem.
+    Nothing when the manifest does not parse even so (a required field is missing or malformed)."""
+    if not isinstance(data, Mapping):
+        return []
+    pruned = copy.deepcopy(dict(data))
+    for problem in malformed:
+        if not _remove(pruned, problem.path):
+            return []
+    pcs, still = parse_pcs(pruned)
+    if pcs is None or still:
+        return []
+    bad = frozenset(problem.path for problem in malformed)
+    return [p for p in _pcs_problems(pcs, unknown=bad) if p.path not in bad]
+
+
+def _remove(data: dict[str, Any], path: str) -> bool:
+    parts: list[str | int] = [
+        int(part) if part.isdigit() else part for part in re.split(r"\.|\[(\d+)\]", path) if part
+    ]
+    node: Any = data
+    for part in parts[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    last = parts[-1] if parts else None
+    if isinstance(node, dict) and last in node:
+        del node[last]
+        return True
+    return False
 
 
 def validate_podgroup(data: Any) -> list[Problem]:
@@ -87,7 +121,7 @@ def check_document(data: Any) -> tuple[list[Problem], list[Problem]]:
     if kind == names.KIND_PODCLIQUESET:
         pcs, problems = parse_pcs(data)
         if pcs is None:
-            return problems, []
+            return validate_pcs(data), []
         return list(_pcs_problems(pcs)), warnings_for(pcs)
     if kind == names.KIND_KAI_PODGROUP:
         podgroup, problems = parse_podgroup(data)
@@ -117,22 +151,26 @@ def defaulted(pcs: PodCliqueSet) -> PodCliqueSet:
             clique.spec.min_available = clique.spec.replicas
     for group in result.spec.template.pod_clique_scaling_groups:
         if group.replicas is None:
-            group.replicas = 1
+            group.replicas = rules.default_of("PodCliqueScalingGroupConfig", "replicas")
         if group.min_available is None:
-            group.min_available = 1
+            group.min_available = rules.default_of("PodCliqueScalingGroupConfig", "minAvailable")
     return result
 
 
 # --- PodCliqueSet rules ------------------------------------------------------------------------------------
-def _pcs_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
-    yield from _name_problems(pcs)
-    yield from _annotation_problems(pcs)
-    if pcs.spec.replicas < 0:
-        yield Problem("spec.replicas", f"must be 0 or more, got {pcs.spec.replicas}")
-    yield from _clique_problems(pcs)
-    yield from _scaling_group_problems(pcs)
-    yield from _delay_problems(pcs)
-    yield from _generated_name_problems(pcs)
+def _pcs_problems(pcs: PodCliqueSet, unknown: frozenset[str] = frozenset()) -> list[Problem]:
+    """The shared rules of grove/rules.py (also the CRD's admission rules), then the rules only Python can check
+    (grove.rules.WORKFLOW_ONLY), sorted by field path. `unknown`: malformed fields left out (see below)."""
+    found = [*_name_required(pcs), *_annotation_problems(pcs), *rules.problems(pcs, unknown)]
+    found.extend(_duplicate_problems(pcs))
+    if not unknown:  # generated names depend on counts that may be among the unknown
+        found.extend(_generated_name_problems(pcs))
+    return sorted(dict.fromkeys(found), key=_path_order)
+
+
+def _path_order(problem: Problem) -> list[tuple[int, int | str]]:
+    """Document order: list indices compare as numbers (cliques[2] before cliques[10])."""
+    return [(1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"\[(\d+)\]", problem.path)]
 
 
 def _label_problem(path: str, value: str) -> Problem | None:
@@ -141,24 +179,14 @@ def _label_problem(path: str, value: str) -> Problem | None:
     if len(value) > names.MAX_NAME_LENGTH:
         return Problem(path, f"must be at most {names.MAX_NAME_LENGTH} characters, got {len(value)}")
     if not _DNS1123_LABEL.match(value):
-        return Problem(
-            path,
-            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit)",
-        )
+        return Problem(path, f"{value!r} is not a DNS-1123 label")
     return None
 
 
-def _name_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
-    name = pcs.metadata.name or ""
-    problem = _label_problem("metadata.name", name)
-    if problem:
-        yield problem
-    elif not name[0].isalpha():
-        # The headless Service is named after the PCS, and Service names must start with a letter (DNS-1035).
-        yield Problem(
-            "metadata.name", f"must start with a letter (the headless Service is named {name}-<replica>)"
-        )
+def _name_required(pcs: PodCliqueSet) -> Iterator[Problem]:
+    # The apiserver never stores an object without a name; a file may lack one.
+    if not pcs.metadata.name:
+        yield Problem("metadata.name", "required")
 
 
 def _annotation_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
@@ -173,87 +201,25 @@ def _annotation_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
                       f"must be {', '.join(names.BACKEND_VALUES)}, got {annotations[key]!r}")
 
 
-def _clique_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
-    cliques = pcs.spec.template.cliques
-    if not cliques:
-        yield Problem("spec.template.cliques", "at least one clique is required")
-    seen: dict[str, int] = {}
-    for index, clique in enumerate(cliques):
-        path = f"spec.template.cliques[{index}]"
-        problem = _label_problem(f"{path}.name", clique.name)
-        if problem:
-            yield problem
-        elif clique.name in seen:
-            yield Problem(
-                f"{path}.name", f"duplicate clique name {clique.name!r} (also cliques[{seen[clique.name]}])"
-            )
-        else:
-            seen[clique.name] = index
-        replicas = clique.spec.replicas
-        if replicas < 1:
-            yield Problem(f"{path}.spec.replicas", f"must be at least 1, got {replicas}")
-        min_available = clique.spec.min_available
-        if min_available is not None and replicas >= 1 and not 1 <= min_available <= replicas:
-            yield Problem(f"{path}.spec.minAvailable", f"must be between 1 and replicas ({replicas})")
-
-
-def _scaling_group_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
-    clique_names = {clique.name for clique in pcs.spec.template.cliques}
-    claimed: dict[str, int] = {}
-    seen: dict[str, int] = {}
-    for index, group in enumerate(pcs.spec.template.pod_clique_scaling_groups):
-        path = f"spec.template.podCliqueScalingGroups[{index}]"
-        problem = _label_problem(f"{path}.name", group.name)
-        if problem:
-            yield problem
-        elif group.name in seen:
-            yield Problem(
-                f"{path}.name",
-                f"duplicate scaling group name {group.name!r} (also podCliqueScalingGroups[{seen[group.name]}])",
-            )
-        else:
-            seen[group.name] = index
-        if not group.clique_names:
-            yield Problem(f"{path}.cliqueNames", "at least one clique name is required")
-        in_this_group: set[str] = set()
-        for position, clique in enumerate(group.clique_names):
-            item = f"{path}.cliqueNames[{position}]"
-            if clique not in clique_names:
-                yield Problem(item, f"unknown clique {clique!r}")
-            elif clique in in_this_group:
-                yield Problem(item, f"clique {clique!r} is listed twice")
-            elif clique in claimed:
-                yield Problem(
-                    item, f"clique {clique!r} already belongs to podCliqueScalingGroups[{claimed[clique]}]"
-                )
-            else:
-                claimed[clique] = index
-            in_this_group.add(clique)
-        replicas = 1 if group.replicas is None else group.replicas
-        if replicas < 1:
-            yield Problem(f"{path}.replicas", f"must be at least 1, got {replicas}")
-        min_available = 1 if group.min_available is None else group.min_available
-        if replicas >= 1 and not 1 <= min_available <= replicas:
-            yield Problem(f"{path}.minAvailable", f"must be between 1 and replicas ({replicas})")
-
-
-def _delay_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+def _duplicate_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
+    """Names must be unique within cliques and within scaling groups (the CRD's map-list keys refuse these too)."""
     template = pcs.spec.template
-    if template.termination_delay is not None and template.termination_delay <= timedelta(0):
-        yield Problem(
-            "spec.template.terminationDelay", "must be greater than 0 (omit it to disable gang termination)"
-        )
-    for index, group in enumerate(template.pod_clique_scaling_groups):
-        if group.termination_delay is None:
-            continue
-        path = f"spec.template.podCliqueScalingGroups[{index}].terminationDelay"
-        if group.termination_delay <= timedelta(0):
-            yield Problem(path, "must be greater than 0")
-        if template.termination_delay is None:
+    yield from _duplicates("cliques", "clique", [c.name for c in template.cliques])
+    yield from _duplicates(
+        "podCliqueScalingGroups", "scaling group", [g.name for g in template.pod_clique_scaling_groups]
+    )
+
+
+def _duplicates(field: str, what: str, item_names: list[str]) -> Iterator[Problem]:
+    seen: dict[str, int] = {}
+    for index, name in enumerate(item_names):
+        if name in seen:
             yield Problem(
-                path,
-                "cannot be set while spec.template.terminationDelay is unset (gang termination is off for the PodCliqueSet)",
+                f"spec.template.{field}[{index}].name",
+                f"duplicate {what} name {name!r} (also {field}[{seen[name]}])",
             )
+        else:
+            seen[name] = index
 
 
 # --- Generated names ---------------------------------------------------------------------------------------

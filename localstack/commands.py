@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -16,6 +15,7 @@ import typer
 if TYPE_CHECKING:
     from localstack.processes import ManagedProcess
     from localstack.stack import LocalStack, StackOptions
+    from worker.stacks import RunRecord
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SAMPLE = REPO / "examples" / "gang-termination.yaml"
@@ -105,13 +105,24 @@ def wait_until_interrupted(stack: LocalStack, worker: ManagedProcess | None = No
         time.sleep(1)
 
 
-def current_run_file() -> Path:
-    from worker.ops import current_stack_file
+def record_run(stack: LocalStack, http_port: int) -> RunRecord:
+    """This run's own record (worker/stacks.py), so that commands find this stack, and never a dead one."""
+    from datetime import UTC, datetime
 
-    return current_stack_file()
+    from worker.stacks import RunRecord, process_start_time
+
+    record = RunRecord(
+        pid=os.getpid(), started=process_start_time(os.getpid()),
+        started_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        temporal_address=stack.temporal_address, temporal_ui=stack.temporal_ui_url,
+        kubeconfig=str(stack.kubeconfig), worker_metrics=f"http://127.0.0.1:{http_port}/metrics",
+        run_dir=str(stack.run_dir),
+    )
+    record.write()
+    return record
 
 
-def start_worker(stack: LocalStack) -> ManagedProcess:
+def start_worker(stack: LocalStack) -> tuple[ManagedProcess, RunRecord]:
     """CRDs in, then `grove-temporal worker` as a child process with its log beside the stack's."""
     from localstack.crds import apply_crds
 
@@ -126,15 +137,10 @@ def start_worker(stack: LocalStack) -> ManagedProcess:
     argv = [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(stack.kubeconfig),
             "--temporal-address", stack.temporal_address, "--http-port", str(http_port)]
     process = stack.spawn("worker", argv, env={"PYTHONUNBUFFERED": "1"})
-    run_file = current_run_file()
-    run_file.parent.mkdir(parents=True, exist_ok=True)  # absent when `--run-dir` put the run elsewhere
-    run_file.write_text(json.dumps({
-        "pid": os.getpid(), "temporal_address": stack.temporal_address, "temporal_ui": stack.temporal_ui_url,
-        "kubeconfig": str(stack.kubeconfig), "worker_metrics": f"http://127.0.0.1:{http_port}/metrics",
-    }))
+    record = record_run(stack, http_port)
     typer.echo(f"Worker:            pid {process.pid}, log {process.log_path}, "
                f"metrics http://127.0.0.1:{http_port}/metrics")
-    return process
+    return process, record
 
 
 def apply_samples(stack: LocalStack, samples: list[Path]) -> None:
@@ -250,15 +256,17 @@ def run_command(
         typer.echo("\ninterrupted while starting; stopped", err=True)
         raise typer.Exit(130) from None
     worker_process = None
+    record = None
     try:
         if worker:
-            worker_process = start_worker(stack)
+            worker_process, record = start_worker(stack)
             apply_samples(stack, samples)
         wait_until_interrupted(stack, worker_process)
     except KeyboardInterrupt:
         typer.echo("\nstopping …")
     finally:
-        current_run_file().unlink(missing_ok=True)
+        if record is not None:
+            record.remove()  # only this run's record: other runs on the machine keep theirs
         if worker_process is not None:
             worker_process.stop(WORKER_DRAIN_SECONDS)
         stack.stop()

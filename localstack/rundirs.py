@@ -13,18 +13,9 @@ import time
 from pathlib import Path
 
 from localstack.processes import STATE_FILE, ProcessRegistry, StackStartError, pid_alive
-from worker.ops import runs_root
+from worker.stacks import process_start_time, runs_root
 
 KEEP_FINISHED_RUNS = 5
-
-
-def process_start_time(pid: int) -> int | None:
-    """Kernel start time of a PID (clock ticks since boot); tells a live owner from a recycled PID."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def owner_token() -> str:

@@ -182,6 +182,13 @@ async def keep_reconciler(client: Client, settings: WorkerSettings, stop: asynci
                         settings.reconciler_check.total_seconds())
 
 
+async def _lead(watcher: Watcher, client: Client, namespace: str | None) -> None:
+    """What the leader of a scope does: watch, and keep the fleet gauges (one writer for the whole fleet)."""
+    from worker.fleet import keep_fleet_gauges
+
+    await asyncio.gather(watcher.run(), keep_fleet_gauges(client, namespace))
+
+
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: Client | None = None) -> None:
     """Run until `stop` is set, then drain: in-flight activities get `graceful_shutdown` to finish."""
     tracer_provider = configure_tracing()
@@ -236,7 +243,8 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                               resync_seconds=settings.watch_resync.total_seconds())
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity)
-            background.append(asyncio.create_task(elector.run(watcher.run, stop)))
+            background.append(asyncio.create_task(elector.run(
+                lambda: _lead(watcher, client, settings.watch_namespace), stop)))
         started.append(RunningWorker(settings, client, kube, worker, elector, scheduling))
         worker_task = asyncio.create_task(worker.run())
         try:

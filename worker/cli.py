@@ -20,9 +20,31 @@ app = typer.Typer(
     name="grove-temporal",
     help="Run Grove PodCliqueSets with one durable Temporal workflow per replica.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
 )
+
+
+def version_text() -> str:
+    try:
+        return f"grove-temporal {metadata.version('grove-temporal')}"
+    except metadata.PackageNotFoundError:
+        return "grove-temporal (not installed as a package)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    """Run Grove PodCliqueSets with one durable Temporal workflow per replica."""
 
 
 # The development rooms (localstack/, bench/, faults/) add their commands (`run`, `binaries`, `stack-bench`,

@@ -6,15 +6,14 @@ A PCS is found by its search attributes (GroveNamespace, GrovePodCliqueSet), so 
 
 from __future__ import annotations
 
-import json
-import os
+import sys
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from worker.stacks import choose_temporal_address
 from workflows.contract import (
     FORCE_TERMINATE,
     PAUSE,
@@ -30,29 +29,13 @@ class OperatorError(Exception):
     """A request an operator made that cannot be carried out; the message says why, naming the argument."""
 
 
-def runs_root() -> Path:
-    """Where local stacks keep their run directories; `grove-temporal run` records itself here."""
-    base = os.environ.get("GROVE_TEMPORAL_STATE_DIR")
-    return Path(base) if base else Path.home() / ".cache" / "grove-temporal" / "runs"
-
-
-def current_stack_file() -> Path:
-    """Written by `grove-temporal run` while it runs, so other commands find its Temporal without flags."""
-    return runs_root() / "current-run.json"
-
-
 def default_temporal_address() -> str:
-    """$TEMPORAL_ADDRESS, else the embedded stack `grove-temporal run` is running, else the Temporal default."""
-    if address := os.environ.get("TEMPORAL_ADDRESS"):
-        return address
-    try:
-        info = json.loads(current_stack_file().read_text())
-        pid = int(info.get("pid", 0))
-        if pid and Path(f"/proc/{pid}").exists():
-            return str(info["temporal_address"])
-    except (OSError, ValueError, KeyError):
-        pass
-    return "127.0.0.1:7233"
+    """$TEMPORAL_ADDRESS, else the live local stack `grove-temporal run` recorded (worker/stacks.py), else the
+    Temporal default; says on stderr which of several running stacks it chose."""
+    choice = choose_temporal_address()
+    if choice.note:
+        print(f"note: {choice.note}", file=sys.stderr)
+    return choice.address
 
 
 @dataclass(frozen=True)

@@ -82,5 +82,9 @@ def sdk_metrics_runtime() -> SdkMetrics:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     address = f"127.0.0.1:{port}"
-    runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    # Prometheus conventions through the SDK's own options: durations in seconds with a `_seconds` unit suffix,
+    # counters with `_total` (temporal_workflow_completed_total, temporal_activity_execution_latency_seconds).
+    prometheus = PrometheusConfig(bind_address=address, counters_total_suffix=True, unit_suffix=True,
+                                  durations_as_seconds=True)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=prometheus))
     return SdkMetrics(runtime=runtime, address=address)

@@ -38,7 +38,9 @@ ObjectKey = tuple[str, str]  # (namespace, name)
 
 def pcs_fingerprint(obj: JSON) -> Fingerprint:
     meta = obj.get("metadata", {})
-    return (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")))
+    # Finalizers: the Grove operator claiming or releasing a PodCliqueSet (grove/controllers.py) is a change to act on.
+    return (meta.get("uid"), meta.get("generation"), bool(meta.get("deletionTimestamp")),
+            tuple(sorted(meta.get("finalizers") or [])))
 
 
 def pclq_fingerprint(obj: JSON) -> Fingerprint:

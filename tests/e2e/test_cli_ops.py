@@ -10,14 +10,27 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from unittest.mock import ANY
+
+import yaml
 
 from tests.e2e.harness import Cluster, WorkerProcess, clique, pcs_manifest, wait_for
 
 
-def cli(*args: str, address: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+def cli(*args: str, address: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "worker.cli", *args], capture_output=True, text=True, env=env,
                           timeout=60)
+
+
+def cluster_kubeconfig(namespace: str) -> str:
+    """A kubeconfig whose current context's namespace is `namespace` (the CLI reads nothing else of it here)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as path:
+        yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                        "contexts": [{"name": "c", "context": {"cluster": "x", "user": "y", "namespace": namespace}}]},
+                       path)
+    return path.name
 
 
 def test_operator_commands(cluster: Cluster, worker_process: WorkerProcess) -> None:
@@ -53,8 +66,28 @@ def test_operator_commands(cluster: Cluster, worker_process: WorkerProcess) -> N
     paused = cli("pause", "ops", "-n", ns, "--replica", "1", "--reason", "maintenance", address=address)
     assert paused.returncode == 0 and "accepted: paused" in paused.stdout, paused.stderr
     status = json.loads(cli("status", "ops", "-n", ns, "-r", "1", "-o", "json", address=address).stdout)[0]
-    assert status["paused"] is True and status["pause_reason"] == "maintenance"
-    assert cli("resume", "ops", "-n", ns, "--replica", "1", address=address).returncode == 0
+    assert status["paused"] is True and status["pauseReason"] == "maintenance"
+    assert yaml.safe_load(cli("status", "ops", "-n", ns, "-r", "1", "-o", "yaml", address=address).stdout) == [
+        {**status, "observedAt": ANY}]
+    watching = subprocess.Popen([sys.executable, "-m", "worker.cli", "status", "ops", "-n", ns, "-r", "1", "-w",
+                                 "--interval", "0.5", "-o", "json"], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "TEMPORAL_ADDRESS": address})
+    try:
+        assert watching.stdout is not None
+        first = json.loads(watching.stdout.readline())
+        assert first[0]["paused"] is True
+        assert cli("resume", "ops", "-n", ns, "--replica", "1", address=address).returncode == 0
+        second = json.loads(watching.stdout.readline())  # --watch prints the change as one more JSON line
+        assert second[0]["paused"] is False and second[0]["ref"]["replica"] == 1
+    finally:
+        watching.terminate()
+        watching.wait(timeout=10)
+    # kubectl's namespace rules: the kubeconfig context's namespace when -n is absent; -A for all
+    kubeconfig = cluster_kubeconfig(ns)
+    from_context = cli("list", "-o", "json", address=address, extra_env={"KUBECONFIG": kubeconfig})
+    assert {w["namespace"] for w in json.loads(from_context.stdout)} == {ns}, from_context.stderr
+    everywhere = cli("list", "-A", "-o", "json", address=address, extra_env={"KUBECONFIG": kubeconfig})
+    assert ns in {w["namespace"] for w in json.loads(everywhere.stdout)}
 
     before = cluster.live_pclq_uids()
     rejected = cli("terminate", "ops", "-n", ns, "--replica", "0", "--reason", "test", "--pcsg", "nosuch",

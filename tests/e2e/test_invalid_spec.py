@@ -1,4 +1,8 @@
-"""S12: bad input changes nothing.
+"""S12: bad input changes nothing (the workflow's own line of defence).
+
+The PodCliqueSet CRD's admission rules refuse these manifests at the door (tests/deploy/test_admission.py); here
+they are suspended, as on a cluster with Grove's own CRDs or for objects stored before the rules existed, so that
+the replica workflow meets the bad input.
 
 1. An invalid PodCliqueSet gets SpecValid=False (every problem listed) and an InvalidSpec Event, and no object.
 2. An invalid update of a running, valid PodCliqueSet leaves its replica exactly as it was — no pod added, none
@@ -10,12 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import pytest
+from kubernetes.client import ApiClient
 from temporalio.client import Client
 
 from activities.kubeapi import SERVICES
+from tests.corpus.admission import rules_suspended
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, is_ready, pcs_manifest, wait_for
 from workflows.messages import Phase, ReplicaOutcome
@@ -24,6 +32,12 @@ if TYPE_CHECKING:
     from localstack.stack import LocalStack
 
 POOL_LABEL = "grove-temporal.io/e2e-pool"
+
+
+@pytest.fixture(autouse=True)
+def without_admission_rules(kube: ApiClient, cluster: Cluster) -> Iterator[None]:
+    with rules_suspended(kube, cluster.namespace):
+        yield
 
 
 def _spec_valid(cluster: Cluster, pcs: str, status: str) -> dict | None:

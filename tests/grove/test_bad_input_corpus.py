@@ -25,7 +25,7 @@ PROBLEM = re.compile(r"^[A-Za-z][\w.\[\]/\-]*(\[[^\]]+\])?[\w.\[\]]*: \S.*$")
 
 
 def test_the_corpus_is_large_and_distinct() -> None:
-    assert len(CASES) >= 25
+    assert len(CASES) >= 40
     manifests = [json.dumps(c.manifest(), sort_keys=True) for c in CASES]
     assert len(set(manifests)) == len(manifests)
     assert not validate_pcs(base()), "the base manifest itself is valid"

@@ -154,14 +154,14 @@ def template_of(data: dict[str, Any]) -> dict[str, Any]:
         ),
         (
             lambda d: template_of(d)["podCliqueScalingGroups"][0].update(cliqueNames=["leader", "leader"]),
-            "spec.template.podCliqueScalingGroups[0].cliqueNames[1]: clique 'leader' is listed twice",
+            "spec.template.podCliqueScalingGroups[0].cliqueNames: clique 'leader' is listed twice",
         ),
         (
             lambda d: template_of(d)["podCliqueScalingGroups"].append(
                 {"name": "sg2", "cliqueNames": ["worker"]}
             ),
             "spec.template.podCliqueScalingGroups[1].cliqueNames[0]: clique 'worker' already belongs to "
-            "podCliqueScalingGroups[0]",
+            "scaling group 'sg'",
         ),
         (
             lambda d: template_of(d)["podCliqueScalingGroups"].append(

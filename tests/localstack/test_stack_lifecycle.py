@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -242,6 +243,9 @@ def test_grove_temporal_run_restarts_what_dies_and_temporal_comes_back_with_its_
             pytest.fail(f"`grove-temporal run` ended before running: {err_path.read_text()[-3000:]}")
         assert printed["Temporal data"] == str(run_dir / "temporal.db"), printed
         address = printed["Temporal address"]
+        # The run recorded itself (worker/stacks.py): commands on this machine find this stack through it.
+        record = json.loads((tmp_path / "runs" / "live" / f"{owner.pid}.json").read_text())
+        assert record["temporal_address"] == address and record["run_dir"] == str(run_dir), record
         assert wait_for(lambda: _reconciler_run(address)[1] == WorkflowExecutionStatus.RUNNING, timeout=60)
         reconciler_run, _ = _reconciler_run(address)
 
@@ -265,6 +269,7 @@ def test_grove_temporal_run_restarts_what_dies_and_temporal_comes_back_with_its_
         owner.send_signal(signal.SIGINT)
         owner.wait(timeout=90)
         assert wait_for(lambda: not any(pid_alive(pid) for pid in seen), timeout=30)
+        assert not (tmp_path / "runs" / "live" / f"{owner.pid}.json").exists(), "a stopped run removes its record"
     finally:
         if owner.poll() is None:
             owner.kill()

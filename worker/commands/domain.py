@@ -98,25 +98,48 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def validate(file: FileOption) -> None:
-    """Check PodCliqueSet and KAI PodGroup documents; print every problem as `field.path: message`."""
+def validate(
+    file: FileOption,
+    strict: Annotated[bool, typer.Option("--strict", help="unknown fields are errors, not warnings")] = False,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text (field.path: message lines), json or yaml")
+    ] = "text",
+) -> None:
+    """Check PodCliqueSet and KAI PodGroup documents; print every problem as `field.path: message`.
+
+    Unknown fields (a misspelled `minAvalable`) are warnings: Grove fields grove-temporal does not model are kept
+    as they are. With --strict they are errors (exit 1)."""
     try:
         documents = load_documents(file)
     except InputError as error:
         raise _fail(str(error)) from None
+    if output not in ("text", "json", "yaml"):
+        raise typer.BadParameter(f"must be 'text', 'json' or 'yaml', not {output!r}", param_hint="'--output'")
     several = len(documents) > 1
     invalid = False
+    report = []
     for document in documents:
         problems, warnings = check_document(document.data)
+        if strict:
+            problems = problems + [Problem(w.path, "unknown field") for w in warnings]
+            warnings = []
+        invalid = invalid or bool(problems)
+        if output != "text":
+            report.append({"document": document.label(), "line": document.line, "valid": not problems,
+                           "problems": [{"field": p.path, "message": p.message} for p in problems],
+                           "warnings": [{"field": w.path, "message": w.message} for w in warnings]})
+            continue
         prefix = f"{document.label()}: " if several else ""
         for problem in problems:
             typer.echo(f"{prefix}{problem}")
         for warning in warnings:
             typer.echo(f"{prefix}warning: {warning}")
-        if problems:
-            invalid = True
-        else:
+        if not problems:
             typer.echo(f"{document.label()}: valid{_gang_cost(document.data)}")
+    if output != "text":
+        from worker.output import render as as_text
+
+        typer.echo(as_text(report, output).rstrip("\n"))
     if invalid:
         raise typer.Exit(1)
 
@@ -233,8 +256,11 @@ def podgroup(
     preemptibility: Annotated[
         str | None, typer.Option("--preemptibility", help="spec.preemptibility")
     ] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json")] = "yaml",
 ) -> None:
     """Print the KAI scheduling.run.ai/v2alpha2 PodGroup of one PodCliqueSet replica."""
+    if output not in ("yaml", "json"):
+        raise typer.BadParameter(f"must be 'yaml' or 'json', not {output!r}", param_hint="'--output'")
     pcs = _load_pcs(file)
     _check_replica(pcs, replica)
     exported = kai_podgroup(
@@ -244,7 +270,10 @@ def podgroup(
         priority_class_name=pcs.spec.template.priority_class_name,
         preemptibility=preemptibility,
     )
-    typer.echo(yaml.safe_dump(exported.to_wire(), sort_keys=False), nl=False)
+    if output == "json":
+        typer.echo(json.dumps(exported.to_wire(), indent=2))
+    else:
+        typer.echo(yaml.safe_dump(exported.to_wire(), sort_keys=False), nl=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,6 @@
-"""Operator commands: status, list, pause, resume, terminate, history. Tables for people, `-o json` for scripts.
+"""Operator commands: status, list, pause, resume, terminate, history. Tables for people, `-o json|yaml` for
+scripts (one schema, worker/output.py). The namespace is chosen as kubectl chooses it: `-n`, else the kubeconfig's
+current context, else `default`; `-A` means every namespace (status, list).
 
 Exit codes: 0 done/accepted, 1 rejected or not found (the message names the argument), 2 usage error.
 """
@@ -14,8 +16,12 @@ import typer
 
 T = TypeVar("T")
 
-Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Kubernetes namespace of the PodCliqueSet")]
-Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
+Namespace = Annotated[
+    str | None,
+    typer.Option("--namespace", "-n", help="namespace of the PodCliqueSet; default: the kubeconfig context's"),
+]
+AllNamespaces = Annotated[bool, typer.Option("--all-namespaces", "-A", help="every namespace")]
+Output = Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")]
 Address = Annotated[
     str | None,
     typer.Option("--temporal-address", help="default: $TEMPORAL_ADDRESS, the running `grove-temporal run`, 127.0.0.1:7233"),
@@ -33,8 +39,32 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        raise typer.BadParameter(f"must be 'table' or 'json', not {output!r}", param_hint="'--output'")
+    if output not in ("table", "json", "yaml"):
+        raise typer.BadParameter(f"must be 'table', 'json' or 'yaml', not {output!r}", param_hint="'--output'")
+
+
+def _namespace(namespace: str | None) -> str:
+    from worker.kubecontext import context_namespace
+
+    return namespace or context_namespace()
+
+
+def _scope(namespace: str | None, all_namespaces: bool) -> str | None:
+    """The namespace to look in; None for every namespace."""
+    if all_namespaces and namespace:
+        raise typer.BadParameter("-n and -A exclude each other", param_hint="'--all-namespaces'")
+    return None if all_namespaces else _namespace(namespace)
+
+
+def connect_failure(error: BaseException) -> str:
+    """Why a connection failed, in words, without the Rust transport's debug text."""
+    text = str(error)
+    for marker, words in (("Connection refused", "connection refused"), ("timed out", "timed out"),
+                          ("dns error", "unknown host"), ("Name or service not known", "unknown host"),
+                          ("certificate", "TLS certificate rejected"), ("InvalidUri", "not a host:port address")):
+        if marker.lower() in text.lower():
+            return words
+    return text.split(":")[0] if text else type(error).__name__
 
 
 def _run(address: str | None, temporal_namespace: str, body: Callable[[Any], Awaitable[T]]) -> T:
@@ -47,7 +77,9 @@ def _run(address: str | None, temporal_namespace: str, body: Callable[[Any], Awa
         try:
             client = await connect(settings)
         except Exception as exc:
-            raise OperatorError(f"cannot reach Temporal at {settings.address} ({exc}); set --temporal-address") from exc
+            raise OperatorError(f"cannot reach Temporal at {settings.address} ({connect_failure(exc)}); is "
+                                "`grove-temporal run` running? Otherwise set --temporal-address or "
+                                "TEMPORAL_ADDRESS") from exc
         return await body(client)
 
     try:
@@ -57,40 +89,80 @@ def _run(address: str | None, temporal_namespace: str, body: Callable[[Any], Awa
         raise typer.Exit(1) from None
 
 
-def _json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
+def _emit(data: Any, output: str) -> None:
+    from worker.output import render
+
+    typer.echo(render(data, output).rstrip("\n"))
 
 
 def status(
     pcs: Annotated[str | None, typer.Argument(help="PodCliqueSet name; all in the namespace when omitted")] = None,
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
+    all_namespaces: AllNamespaces = False,
     replica: Annotated[int | None, typer.Option("--replica", "-r", min=0)] = None,
     output: Output = "table",
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="keep showing changes until Ctrl-C")] = False,
+    interval: Annotated[float, typer.Option(min=0.2, help="seconds between reads with --watch")] = 2.0,
     temporal_address: Address = None,
     temporal_namespace: TemporalNamespace = "default",
 ) -> None:
     """Per replica: phase, paused, PodClique availability, pending terminationDelay deadlines."""
     _check_output(output)
+    scope = _scope(namespace, all_namespaces)
+    if pcs is not None and scope is None:
+        raise typer.BadParameter("a PodCliqueSet name needs one namespace, not -A", param_hint="'--all-namespaces'")
     from worker import ops, render
+    from worker.output import wire
 
-    async def body(client: Any) -> None:
+    async def read(client: Any) -> list[Any]:
         if pcs is None:
-            workflows = await ops.list_replicas(client, namespace=namespace)
+            workflows = await ops.list_replicas(client, namespace=scope)
             if replica is not None:
                 workflows = [w for w in workflows if w.replica == replica]
         else:
-            workflows = await ops.find_replicas(client, namespace, pcs, replica)
-        statuses = await asyncio.gather(*(ops.replica_status(client, w.workflow_id) for w in workflows))
-        if output == "json":
-            _json([s.model_dump(mode="json") for s in statuses])
-        else:
-            render.statuses(list(statuses))
+            assert scope is not None
+            workflows = await ops.find_replicas(client, scope, pcs, replica)
+        return list(await asyncio.gather(*(ops.replica_status(client, w.workflow_id) for w in workflows)))
 
-    _run(temporal_address, temporal_namespace, body)
+    def show(statuses: list[Any], compact: bool) -> None:
+        if output == "table":
+            render.statuses(statuses)
+        else:
+            from worker.output import render as as_text
+
+            typer.echo(as_text(statuses, output, compact=compact).rstrip("\n"))
+
+    async def body(client: Any) -> None:
+        statuses = await read(client)
+        show(statuses, compact=watch)
+        shown = _changes(statuses, wire)
+        while watch:
+            await asyncio.sleep(interval)
+            statuses = await read(client)
+            changed = _changes(statuses, wire)
+            if changed != shown:
+                if output == "table":
+                    typer.echo("")
+                show(statuses, compact=True)
+                shown = changed
+
+    try:
+        _run(temporal_address, temporal_namespace, body)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def _changes(statuses: list[Any], wire: Callable[[Any], Any]) -> str:
+    """What --watch compares: everything but the time of the observation."""
+    data = wire(statuses)
+    for item in data:
+        item.pop("observedAt", None)
+    return json.dumps(data, sort_keys=True)
 
 
 def list_command(
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="only this namespace")] = None,
+    namespace: Namespace = None,
+    all_namespaces: AllNamespaces = False,
     phase: Annotated[str | None, typer.Option(help="only replicas in this phase, e.g. Breached")] = None,
     all_: Annotated[bool, typer.Option("--all", help="include completed workflows")] = False,
     output: Output = "table",
@@ -106,10 +178,12 @@ def list_command(
                                  param_hint="'--phase'")
     from worker import ops, render
 
+    scope = _scope(namespace, all_namespaces)
+
     async def body(client: Any) -> None:
-        found = await ops.list_replicas(client, namespace=namespace, phase=phase, include_closed=all_)
-        if output == "json":
-            _json([w.__dict__ for w in found])
+        found = await ops.list_replicas(client, namespace=scope, phase=phase, include_closed=all_)
+        if output != "table":
+            _emit(found, output)
         else:
             render.replica_list(found)
 
@@ -117,19 +191,23 @@ def list_command(
 
 
 def _control(
-    pcs: str, namespace: str, replica: int | None, temporal_address: str | None, temporal_namespace: str,
+    pcs: str, namespace: str | None, replica: int | None, temporal_address: str | None, temporal_namespace: str,
     output: str, send: Callable[[Any, str], Awaitable[Any]],
 ) -> None:
     _check_output(output)
     from worker import ops
 
+    scope = _namespace(namespace)
+
     async def body(client: Any) -> list[tuple[str, Any]]:
-        workflows = await ops.find_replicas(client, namespace, pcs, replica)
+        workflows = await ops.find_replicas(client, scope, pcs, replica)
         return [(w.workflow_id, await send(client, w.workflow_id)) for w in workflows]
 
     results = _run(temporal_address, temporal_namespace, body)
-    if output == "json":
-        _json([{"workflowId": wid, **r.model_dump(mode="json")} for wid, r in results])
+    if output != "table":
+        from worker.output import wire
+
+        _emit([{"workflowId": wid, **wire(r)} for wid, r in results], output)
     else:
         for wid, result in results:
             verdict = "accepted" if result.accepted else "rejected"
@@ -140,7 +218,7 @@ def _control(
 
 def pause(
     pcs: Annotated[str, typer.Argument(help="PodCliqueSet name")],
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     replica: Annotated[int | None, typer.Option("--replica", "-r", min=0, help="default: every replica")] = None,
     reason: Annotated[str, typer.Option(help="why; shown in status and the Temporal UI")] = "",
     output: Output = "table",
@@ -156,7 +234,7 @@ def pause(
 
 def resume(
     pcs: Annotated[str, typer.Argument(help="PodCliqueSet name")],
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     replica: Annotated[int | None, typer.Option("--replica", "-r", min=0, help="default: every replica")] = None,
     output: Output = "table",
     temporal_address: Address = None,
@@ -173,7 +251,7 @@ def terminate(
     pcs: Annotated[str, typer.Argument(help="PodCliqueSet name")],
     replica: Annotated[int, typer.Option("--replica", "-r", min=0, help="the PCS replica")],
     reason: Annotated[str, typer.Option(help="why; recorded with the termination")],
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     pcsg: Annotated[str | None, typer.Option(help="terminate one replica of this PodCliqueScalingGroup only")] = None,
     pcsg_replica: Annotated[int | None, typer.Option(min=0, help="the PCSG replica index")] = None,
     output: Output = "table",
@@ -194,7 +272,7 @@ def terminate(
 def history(
     pcs: Annotated[str, typer.Argument(help="PodCliqueSet name")],
     replica: Annotated[int, typer.Option("--replica", "-r", min=0)],
-    namespace: Namespace = "default",
+    namespace: Namespace = None,
     output: Output = "table",
     temporal_address: Address = None,
     temporal_namespace: TemporalNamespace = "default",
@@ -203,13 +281,14 @@ def history(
     _check_output(output)
     from worker import ops, render
 
+    scope = _namespace(namespace)
+
     async def body(client: Any) -> Any:
-        (workflow,) = await ops.find_replicas(client, namespace, pcs, replica)
+        (workflow,) = await ops.find_replicas(client, scope, pcs, replica)
         return await ops.replica_status(client, workflow.workflow_id)
 
     status = _run(temporal_address, temporal_namespace, body)
-    if output == "json":
-        _json({"terminationsTotal": status.terminations_total,
-               "terminations": [t.model_dump(mode="json") for t in status.terminations]})
+    if output != "table":
+        _emit({"terminationsTotal": status.terminations_total, "terminations": status.terminations}, output)
     else:
         render.termination_log(status)
