@@ -6,12 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test setup binaries lint pytest record-histories
+.PHONY: run test setup binaries containers lint pytest record-histories
 
 run: binaries
 	$(BIN)/grove-temporal run
 
-test: lint binaries pytest
+test: lint binaries containers pytest
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,11 @@ $(VENV)/.installed: pyproject.toml
 # Cached under $$GROVE_TEMPORAL_BIN_DIR (default ~/.cache/grove-temporal/bin); the first run builds them.
 binaries: setup
 	$(BIN)/grove-temporal binaries
+
+# helm, and where a Docker Engine can be found or started (installed with apt-get as root): docker compose v2 and
+# the images of tests/containers/, all cached outside the clone; without an engine it says why and goes on.
+containers: binaries
+	$(BIN)/grove-temporal containers prepare
 
 lint: setup
 	$(BIN)/ruff check .

@@ -360,10 +360,14 @@ class Kube:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
-        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            # A stream cut mid-read: the server went away, or the watch was shut down from another thread. What was
+            # read last may be a torn line (json.loads raises ValueError: JSONDecodeError or UnicodeDecodeError) or
+            # a closed file ("I/O operation on closed file"). Either way the stream is over, not the watcher.
             raise KubeError(0, f"watch stream broken: {type(exc).__name__}") from exc
         finally:
-            raw.release_conn()
+            with contextlib.suppress(Exception):
+                raw.release_conn()
 
 
 def _error_from(status: int, reason: str | None, data: bytes | None) -> KubeError:

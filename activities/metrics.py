@@ -1,12 +1,12 @@
 """Prometheus metrics of grove-temporal (the Temporal SDK exports its own beside these).
 
-Counted only in activities and in the watcher, never in workflow code: workflow code is replayed, so a counter
+Counted only in activities, the watcher and the worker's stuck-workflow check, never in workflow code: workflow code is replayed, so a counter
 there would count every replay again.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 KUBE_REQUESTS = Counter(
     "grove_temporal_kube_requests",
@@ -44,4 +44,9 @@ WATCH_EVENTS = Counter(
     "grove_temporal_watch_events",
     "Kubernetes watch events received by the watcher",
     ["resource", "relevant"],
+)
+STUCK_WORKFLOWS = Gauge(
+    "grove_temporal_stuck_workflows",
+    "Running replica workflows whose workflow task keeps failing (grove-temporal doctor); the leading worker reports "
+    "them, the others 0",
 )

@@ -30,11 +30,14 @@ from workflows.contract import (
     GROVE_PHASE,
     GROVE_REPLICA,
     NUDGE_SIGNAL,
+    PCS_CHANGED_SIGNAL,
     REPLICA_WORKFLOW,
+    ROLLOUT_WORKFLOW,
     SWEEP_REPLICA_WORKFLOWS,
     SYNC_PCS_BATCH,
     parse_replica_workflow_id,
     replica_query,
+    rollout_workflow_id,
 )
 from workflows.messages import (
     Nudge,
@@ -44,6 +47,7 @@ from workflows.messages import (
     ReplicaInput,
     ReplicaRef,
 )
+from workflows.rollout_messages import PcsRef, RolloutInput
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,8 @@ class ReconcileActivities:
             if problems:
                 invalid.append(f"{meta['namespace']}/{meta['name']}")
             await asyncio.to_thread(self._mirror_validity, obj, problems)
+            jobs.append(self._ensure_rollout(PcsRef(namespace=meta["namespace"], pcs=meta["name"],
+                                                    pcs_uid=meta["uid"]), request))
             # An unreadable count starts nothing; running workflows hold (they see the spec invalid).
             for index in range(wanted_replicas(obj) or 0):
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
@@ -150,6 +156,26 @@ class ReconcileActivities:
                 f"Drives replica {ref.replica} of PodCliqueSet `{ref.namespace}/{ref.pcs}` (uid `{ref.pcs_uid}`): "
                 "materialise, release gates, watch availability, gang-terminate after terminationDelay. "
                 "Signals/updates: `pause`, `resume`, `force_terminate`; query: `status`."
+            ),
+        )
+
+    async def _ensure_rollout(self, ref: PcsRef, request: PcsBatchRequest) -> None:
+        """The PCS's rollout workflow (DESIGN §4.9), started if absent, told the PCS changed (signal-with-start)."""
+        await self.client.start_workflow(
+            ROLLOUT_WORKFLOW,
+            RolloutInput(ref=ref),
+            id=rollout_workflow_id(ref.namespace, ref.pcs, ref.pcs_uid),
+            task_queue=request.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            start_signal=PCS_CHANGED_SIGNAL,
+            search_attributes=TypedSearchAttributes([
+                SearchAttributePair(GROVE_NAMESPACE, ref.namespace),
+                SearchAttributePair(GROVE_PCS, ref.pcs),
+            ]),
+            static_summary=f"PodCliqueSet {ref.namespace}/{ref.pcs} · rolling updates",
+            static_details=(
+                f"Coordinates rolling updates of PodCliqueSet `{ref.namespace}/{ref.pcs}` (uid `{ref.pcs_uid}`): one "
+                "replica at a time. Signals/updates: `pause`, `resume`; query: `status`."
             ),
         )
 

@@ -191,17 +191,9 @@ class ReplicaActivities:
     def terminate_gang(self, request: TerminateRequest) -> TerminateResult:
         """Delete the named PodClique incarnations (pods go with them) and the listed PodGangs."""
         ref = request.ref
-        pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
-        if pcs is None or uid_of(pcs) != ref.pcs_uid:
+        if not pcs_still_ours(self.kube, ref):
             return TerminateResult(already_gone=tuple(request.cliques), at=datetime.now(UTC))
-        deleted: list[str] = []
-        gone: list[str] = []
-        for name, uid in sorted(request.cliques.items()):
-            # Foreground: the PodClique disappears only after its pods, so the recreated one never meets them.
-            if self.kube.delete(PODCLIQUES, ref.namespace, name, uid=uid, propagation="Foreground"):
-                deleted.append(name)
-            else:
-                gone.append(name)
+        deleted, gone = delete_incarnations(self.kube, ref.namespace, request.cliques)
         selector = names.replica_selector(ref.pcs, ref.replica)
         for gang in self.kube.list_items(PODGANGS, ref.namespace, label_selector=selector):
             if (name_of(gang) in request.pod_gangs and ours(gang) and not terminating(gang)
@@ -262,6 +254,25 @@ class ReplicaActivities:
     @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:
         events.record(self.kube, request.ref, request.reason, request.message, type=request.type)
+
+
+def pcs_still_ours(kube: Kube, ref: ReplicaRef) -> bool:
+    """The PCS the request was made for still exists (same UID): nothing is deleted for a replaced or gone one."""
+    pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
+    return pcs is not None and uid_of(pcs) == ref.pcs_uid
+
+
+def delete_incarnations(kube: Kube, namespace: str, cliques: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Delete these PodClique incarnations (name -> UID): (deleted, already gone or replaced)."""
+    deleted: list[str] = []
+    gone: list[str] = []
+    for name, uid in sorted(cliques.items()):
+        # Foreground: the PodClique disappears only after its pods, so the recreated one never meets them.
+        if kube.delete(PODCLIQUES, namespace, name, uid=uid, propagation="Foreground"):
+            deleted.append(name)
+        else:
+            gone.append(name)
+    return deleted, gone
 
 
 def _our_scaling_groups(groups: Iterable[JSON], ref: ReplicaRef) -> set[str]:

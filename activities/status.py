@@ -43,6 +43,7 @@ def merged_conditions(current: list[JSON], desired: tuple[ConditionMirror, ...],
 def desired_status(current: JSON, mirror: ObjectStatusMirror, now: str) -> JSON:
     status = dict(current.get("status") or {})
     status.update(mirror.fields)
+    status.update(mirror.texts)
     status["conditions"] = merged_conditions(list(status.get("conditions") or []), mirror.conditions, now)
     return status
 

@@ -34,6 +34,7 @@ from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
 from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
 from grove.release import releasable as releasable_pod
+from grove.rollout import rollout_spec
 from grove.scheduling import held_surplus_pods
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
@@ -144,8 +145,9 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, scheduling: Scheduling | No
     )
 
 
-def clique_states(view: ClusterView) -> dict[str, CliqueState]:
+def clique_states(view: ClusterView, plan: ReplicaPlan | None = None) -> dict[str, CliqueState]:
     references = view.referenced()
+    planned = {p.name: p.pod_template_hash for p in plan.pod_cliques} if plan is not None else {}
     states: dict[str, CliqueState] = {}
     for name, pclq in view.pclqs.items():
         pods = view.live_pods_of(pclq)
@@ -154,6 +156,8 @@ def clique_states(view: ClusterView) -> dict[str, CliqueState]:
             gang = (pod["metadata"].get("labels") or {}).get(names.LABEL_PODGANG, "")
             if releasable_pod(pod_gated(pod), name_of(pod), references.get(gang, ())):
                 releasable[name_of(pod)] = uid_of(pod)
+        target = planned.get(name, "")
+        outdated = {name_of(p): uid_of(p) for p in pods if target and _outdated(p, target)}
         states[name] = CliqueState(
             uid=uid_of(pclq),
             terminating=terminating(pclq),
@@ -162,8 +166,19 @@ def clique_states(view: ClusterView) -> dict[str, CliqueState]:
             scheduled=sum(1 for p in pods if pod_scheduled(p)),
             gated=sum(1 for p in pods if pod_gated(p)),
             releasable=releasable,
+            target_hash=target,
+            outdated=outdated,
+            outdated_ready=tuple(sorted(n for n in outdated if pod_ready(view.pods[n]))),
+            updated_ready=sum(1 for p in pods if pod_ready(p) and name_of(p) not in outdated) if target else 0,
         )
     return states
+
+
+def _outdated(pod: JSON, target: str) -> bool:
+    """Labelled with another template. A pod without the label (created before it existed) is adopted as current:
+    grove-temporal cannot tell what it was made from (README, Known limitations)."""
+    label = (pod["metadata"].get("labels") or {}).get(names.LABEL_POD_TEMPLATE_HASH)
+    return label is not None and label != target
 
 
 def drift(view: ClusterView, plan: ReplicaPlan) -> list[str]:
@@ -253,7 +268,7 @@ def _hold_surplus(cliques: dict[str, CliqueState], plan: ReplicaPlan) -> dict[st
 
 def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
     plan = spec.plan
-    cliques = clique_states(view)
+    cliques = clique_states(view, plan)
     if plan is not None and spec.backend == names.BACKEND_KUBE:
         cliques = _hold_surplus(cliques, plan)
     return ReplicaSnapshot(
@@ -267,5 +282,6 @@ def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
         release_after=scaled_release_after(spec.pcs) if spec.pcs is not None else "Scheduled",
         cliques=cliques,
         drift=tuple(drift(view, plan)) if plan is not None else (),
+        rollout=rollout_spec(spec.pcs, plan.topology()) if plan is not None and spec.pcs is not None else None,
         scheduler_backend=spec.backend if spec.state is PcsState.PRESENT else None,
     )

@@ -50,6 +50,8 @@ LABEL_BASE_PODGANG = "grove.io/base-podgang"
 LABEL_PCSG = "grove.io/podcliquescalinggroup"
 LABEL_PCSG_REPLICA_INDEX = "grove.io/podcliquescalinggroup-replica-index"
 LABEL_POD_INDEX = "grove.io/podclique-pod-index"
+# The hash of the pod template a pod was created from (grove.rollout.pod_template_hash), as Grove labels pods.
+LABEL_POD_TEMPLATE_HASH = "grove.io/pod-template-hash"
 
 # Our value for app.kubernetes.io/managed-by: objects carrying it are ours to change or delete.
 MANAGED_BY = "grove-temporal"
@@ -108,6 +110,21 @@ REASON_INSUFFICIENT_AVAILABLE_PCSG_REPLICAS = "InsufficientAvailablePodCliqueSca
 CONDITION_SPEC_VALID = "SpecValid"
 REASON_VALID = "Valid"
 REASON_INVALID = "Invalid"
+
+# --- Rolling updates (DESIGN §4.9; Grove's spec.updateStrategy) ---------------------------------------------
+STRATEGY_ROLLING_RECREATE = "RollingRecreate"
+STRATEGY_ON_DELETE = "OnDelete"
+UPDATE_STRATEGIES = (STRATEGY_ROLLING_RECREATE, STRATEGY_ON_DELETE)
+DEFAULT_MAX_UNAVAILABLE = 1
+CONDITION_UPDATE_IN_PROGRESS = "UpdateInProgress"
+REASON_UPDATING = "Updating"
+REASON_UPDATE_COMPLETE = "UpdateComplete"
+REASON_UPDATE_PAUSED = "UpdatePaused"
+REASON_PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+EVENT_ROLLOUT_STARTED = "RolloutStarted"
+EVENT_ROLLOUT_STEP = "RollingRecreate"
+EVENT_ROLLOUT_COMPLETED = "RolloutCompleted"
+EVENT_ROLLOUT_HALTED = "ProgressDeadlineExceeded"
 
 MAX_NAME_LENGTH = 63
 MAX_LABEL_VALUE_LENGTH = 63  # Kubernetes label values, e.g. app.kubernetes.io/part-of=<pcs>

@@ -16,6 +16,7 @@ from grove import names
 from grove.durations import format_duration
 from grove.models import PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec
 from grove.problems import Problem
+from grove.rollout import pod_template_hash
 from grove.topology import CliqueUnit, ReplicaTopology, ScalingGroupUnit
 from grove.validation import defaulted, validate_pcs
 
@@ -66,6 +67,7 @@ class PodCliquePlan(_Frozen):
     base: bool  # True when pod_gang is the replica's base PodGang
     scaling_group: ScalingGroupRef | None
     labels: dict[str, str]
+    pod_template_hash: str = ""  # grove.rollout.pod_template_hash of its clique; labels its pods
 
     @property
     def pod_names(self) -> tuple[str, ...]:
@@ -385,6 +387,7 @@ class _Planner:
             base=gang == self.base_gang,
             scaling_group=ref,
             labels=labels,
+            pod_template_hash=pod_template_hash(self.pcs, clique),
         )
 
     def scaling_group(self, group: PodCliqueScalingGroupConfig) -> ScalingGroupPlan:
@@ -441,7 +444,8 @@ def _pod_plan(plan: ReplicaPlan, pclq: PodCliquePlan, index: int) -> PodPlan:
         pod_gang=pclq.pod_gang,
         base=pclq.base,
         subdomain=plan.service.name,
-        labels={**pclq.labels, names.LABEL_PODCLIQUE: pclq.name, names.LABEL_POD_INDEX: str(index)},
+        labels={**pclq.labels, names.LABEL_PODCLIQUE: pclq.name, names.LABEL_POD_INDEX: str(index),
+                names.LABEL_POD_TEMPLATE_HASH: pclq.pod_template_hash},
         env=env,
     )
 

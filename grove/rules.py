@@ -228,6 +228,18 @@ RULES: tuple[Rule, ...] = (
     Rule("pcsg-termination-delay-positive", "PodCliqueScalingGroupConfig",
          ~has(SELF.f("terminationDelay")) | (dur(SELF.f("terminationDelay")) > _POSITIVE),
          SELF.f("terminationDelay"), Msg("must be greater than 0")),
+    # rolling updates (DESIGN §4.9; the rules across nodes are in grove/rollout.py)
+    Rule("update-strategy-type", "PodCliqueSetUpdateStrategy",
+         ~has(SELF.f("type")) | SELF.f("type").eq(names.STRATEGY_ROLLING_RECREATE)
+         | SELF.f("type").eq(names.STRATEGY_ON_DELETE),
+         SELF.f("type"), Msg(f"must be one of {', '.join(names.UPDATE_STRATEGIES)}, got '{{}}'", SELF.f("type")),
+         summary=f"must be one of {', '.join(names.UPDATE_STRATEGIES)}"),
+    Rule("rolling-update-max-unavailable", "RollingUpdateConfiguration",
+         ~has(SELF.f("maxUnavailable")) | (SELF.f("maxUnavailable") >= 1), SELF.f("maxUnavailable"),
+         Msg("must be at least 1, got {}", SELF.f("maxUnavailable")), summary="must be at least 1"),
+    Rule("rolling-update-progress-deadline-positive", "RollingUpdateConfiguration",
+         ~has(SELF.f("progressDeadline")) | (dur(SELF.f("progressDeadline")) > _POSITIVE),
+         SELF.f("progressDeadline"), Msg("must be greater than 0 (omit it for no deadline)")),
 )
 
 BOUNDS: tuple[Bound, ...] = (

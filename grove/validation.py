@@ -17,6 +17,7 @@ from grove import names, rules
 from grove.models import KaiPodGroup, PodCliqueSet
 from grove.podgroup_rules import podgroup_tree_problems
 from grove.problems import ROOT, Problem, from_validation_error, unknown_fields
+from grove.rollout import rollout_problems
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -163,6 +164,7 @@ def _pcs_problems(pcs: PodCliqueSet, unknown: frozenset[str] = frozenset()) -> l
     (grove.rules.WORKFLOW_ONLY), sorted by field path. `unknown`: malformed fields left out (see below)."""
     found = [*_name_required(pcs), *_annotation_problems(pcs), *rules.problems(pcs, unknown)]
     found.extend(_duplicate_problems(pcs))
+    found.extend(rollout_problems(pcs))  # updateStrategy and rollingUpdate (grove/rollout.py; not yet CEL)
     if not unknown:  # generated names depend on counts that may be among the unknown
         found.extend(_generated_name_problems(pcs))
     return sorted(dict.fromkeys(found), key=_path_order)

@@ -26,6 +26,9 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 TEMPORAL_CLI_VERSION = "v1.5.1"
+# Container and chart tooling (localstack/containers.py, the Helm chart's tests); not needed to run the stack.
+HELM_VERSION = "v3.22.0"
+COMPOSE_VERSION = "v2.40.3"
 
 Log = Callable[[str], None]
 
@@ -51,6 +54,9 @@ class GoRecipe:
     group: str
     replace_staging_modules: bool = False
     ldflags: tuple[str, ...] = ("-s", "-w")
+    # Build inside the module's own downloaded directory (its go.mod and go.sum as published), for modules whose
+    # go.mod has `exclude`/`replace` directives that `go install mod@version` refuses and a wrapper would ignore.
+    in_module: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,44 @@ def _temporal() -> Binary:
     )
 
 
+def _helm() -> Binary:
+    v = HELM_VERSION
+    url = f"https://get.helm.sh/helm-{v}-linux-{_arch()}.tar.gz"
+    return Binary(
+        name="helm",
+        version=v,
+        recipe=GoRecipe(
+            module="helm.sh/helm/v3",
+            package="helm.sh/helm/v3/cmd/helm",
+            group="helm",
+            ldflags=("-s", "-w", "-X helm.sh/helm/v3/internal/version.version={version}",
+                     "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"),
+        ),
+        release=ReleaseAsset(url=url, checksum_kind="sha256-file", checksum_url=url + ".sha256sum",
+                             member=f"linux-{_arch()}/helm"),
+        version_args=("version", "--short"),
+    )
+
+
+def _compose() -> Binary:
+    v = COMPOSE_VERSION
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(_arch(), _arch())
+    url = f"https://github.com/docker/compose/releases/download/{v}/docker-compose-linux-{machine}"
+    return Binary(
+        name="docker-compose",
+        version=v,
+        recipe=GoRecipe(
+            module="github.com/docker/compose/v2",
+            package="./cmd",
+            group="docker-compose",
+            ldflags=("-s", "-w", "-X github.com/docker/compose/v2/internal.Version={version}"),
+            in_module=True,
+        ),
+        release=ReleaseAsset(url=url, checksum_kind="sha256-file", checksum_url=url + ".sha256"),
+        version_args=("version",),
+    )
+
+
 BINARIES: dict[str, Binary] = {
     b.name: b
     for b in (
@@ -179,8 +223,14 @@ BINARIES: dict[str, Binary] = {
         _kubernetes_binary("kube-controller-manager"),
         _kubernetes_binary("kubectl", version_args=("version", "--client")),
         _kwok(),
+        _helm(),
+        _compose(),
     )
 }
+# What the local stack runs (`grove-temporal binaries`); helm and docker-compose are provided on demand.
+STACK_BINARIES: tuple[str, ...] = (
+    "temporal", "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kwok",
+)
 
 
 def bin_dir() -> Path:
@@ -275,10 +325,10 @@ def _exclusive(root: Path, log: Log) -> Iterator[None]:
 def ensure(
     names: Iterable[str] | None = None, log: Log = stderr_log, allow_download: bool = True
 ) -> list[Installed]:
-    """Make every named binary (default: all) available in the cache and say how each was obtained."""
+    """Make every named binary (default: the local stack's) available in the cache and say how each was obtained."""
     from localstack import gobuild, release_download
 
-    wanted = [BINARIES[n] for n in (names or BINARIES)]
+    wanted = [BINARIES[n] for n in (names or STACK_BINARIES)]
     root = bin_dir()
     results: dict[str, Installed] = {}
 

@@ -86,6 +86,10 @@ class _ModuleSource:
             )
         return {str(k): str(v) for k, v in info.items()}
 
+    def module_dir(self, module: str, version: str) -> str:
+        """The module's source directory in the module cache (downloaded if needed)."""
+        return self._via_go(module, version)["Dir"]
+
     def go_mod(self, module: str, version: str) -> str:
         text = self._via_proxy(module, version, ".mod")
         if text is None:
@@ -203,16 +207,25 @@ def build_group(binaries: list[Binary], root: Path, log: Log) -> list[Installed]
     logs.mkdir(parents=True, exist_ok=True)
     log_file = logs / f"build-{first.recipe.group}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     with tempfile.TemporaryDirectory(prefix="grove-temporal-gobuild-") as wrapper, staging_dir(root) as out:
-        Path(wrapper, "go.mod").write_text(
-            wrapper_go_mod(module, version, go_directive(upstream), replacements)
-        )
+        if first.recipe.in_module:
+            # The module's own directory in the module cache, built with its published go.mod and go.sum as they
+            # are (read-only there, so nothing may rewrite them).
+            build_dir = Path(source.module_dir(module, version))
+            env = {**env, "GOFLAGS": "-mod=readonly"}
+        else:
+            build_dir = Path(wrapper)
+            Path(wrapper, "go.mod").write_text(
+                wrapper_go_mod(module, version, go_directive(upstream), replacements)
+            )
         packages = [b.recipe.package for b in binaries]
         # One package: name the output explicitly (etcd's package path ends in "v3"); several: a directory.
         target = str(out / first.name) if len(binaries) == 1 else str(out) + os.sep
-        cmd = [go, "build", "-ldflags", _ldflags(first, build_date), "-o", target, *packages]
-        log(f"{names}: go build ({go_version}, CGO_ENABLED=0) of {' '.join(packages)}; log {log_file}")
+        trim = ["-trimpath"] if first.recipe.in_module else []  # no build-machine paths in the binary
+        cmd = [go, "build", *trim, "-ldflags", _ldflags(first, build_date), "-o", target, *packages]
+        log(f"{names}: go build ({go_version}, CGO_ENABLED=0) of {' '.join(packages)} in {build_dir}; "
+            f"log {log_file}")
         step = time.monotonic()
-        _run_with_heartbeat(cmd, Path(wrapper), env, log_file, log)
+        _run_with_heartbeat(cmd, build_dir, env, log_file, log)
         seconds = time.monotonic() - step
         log(f"{names}: built in {seconds:.1f}s")
 

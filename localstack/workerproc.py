@@ -42,6 +42,7 @@ class WorkerProcess:
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
     log_level: str = "INFO"
+    module: str = "worker.cli"  # the entry point; another runs another build (tests/e2e/broken_build.py)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     http_port: int = 0
@@ -68,7 +69,7 @@ class WorkerProcess:
         self.http_port = free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            sys.executable, "-m", "worker.cli", "worker",
+            sys.executable, "-m", self.module, "worker",
             "--kubeconfig", str(self.kubeconfig),
             "--temporal-address", self.temporal_address,
             "--namespace", self.namespace,

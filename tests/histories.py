@@ -16,12 +16,13 @@ from temporalio.worker import Replayer
 
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
+from workflows.rollout import RolloutWorkflow
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "histories"
 
 
 def replayer() -> Replayer:
-    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow], data_converter=pydantic_data_converter)
+    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow], data_converter=pydantic_data_converter)
 
 
 def save(history: WorkflowHistory, name: str) -> Path:

@@ -23,7 +23,9 @@ from activities.fanout import FANOUT_THREADS
 from activities.kubeapi import Kube, KubeError, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
+from activities.rollout import RolloutActivities
 from worker.config import TemporalSettings, WorkerSettings
+from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
@@ -31,11 +33,12 @@ from workflows.contract import reconciler_workflow_id
 from workflows.messages import ReconcilerInput
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
+from workflows.rollout import RolloutWorkflow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow]
+WORKFLOWS = [ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow]
 
 
 async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None) -> Client:
@@ -91,6 +94,7 @@ def _read(path: str | None) -> bytes | None:
 def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = None) -> list[Callable[..., Any]]:
     replica = ReplicaActivities(kube, scheduling)
     reconcile = ReconcileActivities(kube, client)
+    rollout = RolloutActivities(kube)
     return [
         replica.observe_replica,
         replica.ensure_replica,
@@ -101,6 +105,10 @@ def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = N
         replica.record_event,
         reconcile.sync_pcs_batch,
         reconcile.sweep_replica_workflows,
+        rollout.observe_rollout,
+        rollout.recreate_for_update,
+        rollout.mirror_rollout_status,
+        rollout.record_rollout_event,
     ]
 
 
@@ -111,6 +119,7 @@ class RunningWorker:
     kube: Kube
     worker: Worker
     elector: LeaseElector | None
+    doctor: StuckMonitor | None = None
     scheduling: Scheduling = Scheduling()
 
     @property
@@ -245,12 +254,16 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                                    identity=settings.identity)
             background.append(asyncio.create_task(elector.run(
                 lambda: _lead(watcher, client, settings.watch_namespace), stop)))
-        started.append(RunningWorker(settings, client, kube, worker, elector, scheduling))
+        # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
+        doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
+                              leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))
+        started.append(RunningWorker(settings, client, kube, worker, elector, doctor, scheduling))
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
             log.info("worker %s running on task queue %s", settings.identity, settings.task_queue)
             background.append(asyncio.create_task(keep_reconciler(client, settings, stop)))
+            background.append(asyncio.create_task(doctor.run(settings.stuck_check.total_seconds(), stop)))
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait([worker_task, stopped], return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()

@@ -54,6 +54,9 @@ class WorkerSettings(BaseModel):
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
                                         description="how often each worker checks the reconciler is running")
     replica_safety_resync: timedelta = timedelta(hours=6)
+    stuck_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
+                                   description="how often the leading worker looks for stuck replica workflows")
+    stuck_attempts: int = Field(default=3, ge=1, description="failed attempts of one workflow task that make it stuck")
     http_port: int | None = Field(
         default_factory=lambda: int(p) if (p := os.environ.get("GROVE_TEMPORAL_HTTP_PORT")) else None,
         description="serve /metrics, /healthz and /readyz on this port; None to disable",

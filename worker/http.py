@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CHECK_TTL = 5.0
+STUCK_KEY = "stuckWorkflows"
 SCHEDULER_BACKEND = "schedulerBackend"
 
 
@@ -48,6 +49,8 @@ class _Readiness:
         result["kubernetes"] = "ok" if healthy else "unreachable"
         result["worker"] = "ok" if running.worker.is_running else "not running"
         result["watcher"] = "leader" if running.is_leader else "standby"
+        if running.doctor is not None:
+            result[STUCK_KEY] = running.doctor.summary()
         result[SCHEDULER_BACKEND] = running.scheduling.describe()  # a detail, not a check
         self.result, self.checked_at = result, time.monotonic()
         return result
@@ -73,7 +76,10 @@ async def serve(running: Callable[[], RunningWorker | None], sdk_metrics: SdkMet
                 status, body, ctype = 200, b"ok\n", "text/plain"
             elif path.startswith("/readyz"):
                 checks = await readiness.check()
-                healthy = all(v in ("ok", "leader", "standby") for k, v in checks.items() if k != SCHEDULER_BACKEND)
+                # Stuck workflows are reported, not held against this worker: taking it out of service would not
+                # heal them (and would block the rollout of a fixed build).
+                healthy = all(v in ("ok", "leader", "standby") for k, v in checks.items()
+                              if k not in (STUCK_KEY, SCHEDULER_BACKEND))
                 status, body, ctype = (200 if healthy else 503), json.dumps(checks).encode(), "application/json"
             else:
                 status, body, ctype = 404, b"not found\n", "text/plain"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +14,9 @@ from grove.durations import format_duration
 from grove.termination import clock
 from worker.ops import ReplicaWorkflow
 from workflows.messages import ReplicaStatus
+
+if TYPE_CHECKING:
+    from worker.doctor import ResetOutcome, StuckWorkflow
 
 _PHASE_STYLE = {"Available": "green", "Breached": "bold red", "Terminating": "red", "Invalid": "yellow",
                 "Scheduling": "cyan", "Creating": "cyan", "Starting": "cyan"}
@@ -103,3 +107,34 @@ def termination_log(status: ReplicaStatus) -> None:
     console.print(table)
     for number, t in enumerate(status.terminations, 1):  # reasons are sentences: no column can hold them
         console.print(f"{number}. {t.reason}", highlight=False)
+
+
+def stuck_workflows(found: Sequence[StuckWorkflow]) -> None:
+    console = _console()
+    if not found:
+        console.print("no stuck replica workflows")
+        return
+    table = Table("WORKFLOW ID", "ATTEMPTS", "FAILING SINCE", "CAUSE", "FAILING EVENT", box=None, pad_edge=False)
+    for s in found:
+        table.add_row(s.workflow_id, str(s.attempts), s.failing_since.strftime("%Y-%m-%d %H:%M:%S")
+                      if s.failing_since else "", s.cause, s.failing_event or "-")
+    console.print(table)
+    for s in found:  # messages are sentences: no column can hold them
+        console.print(f"{s.workflow_id}: {s.message}" + (f" (history event {s.failed_event_id})"
+                                                          if s.failed_event_id else ""), markup=False)
+    console.print("heal one with: grove-temporal reset PCS --replica N -n NAMESPACE", markup=False)
+
+
+def reset_outcome(outcome: ResetOutcome) -> None:
+    console = _console()
+    plan = outcome.plan
+    verb = "would reset" if outcome.new_run_id is None else "reset"
+    console.print(f"{outcome.workflow_id}: {verb} run {outcome.old_run_id} to event {plan.event_id} (redoing the "
+                  f"workflow task started at event {plan.task_started_event_id})", markup=False)
+    if plan.replay_error:
+        console.print(f"  this build's replay fails: {plan.replay_error}", markup=False)
+    activities = ", ".join(f"{name} x{count}" for name, count in plan.discarded_activities.items()) or "none"
+    console.print(f"  discarded: {plan.discarded_events} events (completed activities: {activities}); reapplied: "
+                  f"{plan.reapplied_signals} signals, {plan.reapplied_updates} updates", markup=False)
+    if outcome.new_run_id:
+        console.print(f"  new run {outcome.new_run_id}", markup=False)

@@ -14,6 +14,8 @@ from temporalio.common import SearchAttributeKey
 # --- workflow types, ids, task queue ------------------------------------------------------------------------------
 REPLICA_WORKFLOW = "ReplicaWorkflow"
 RECONCILER_WORKFLOW = "ReconcilerWorkflow"
+ROLLOUT_WORKFLOW = "RolloutWorkflow"  # one per PodCliqueSet (UID): coordinates its rolling updates
+ROLLOUT_WORKFLOW_PREFIX = "rollout"
 REPLICA_WORKFLOW_PREFIX = "pcs"
 DEFAULT_TASK_QUEUE = "grove-temporal"
 RECONCILER_WORKFLOW_ID = "grove-temporal/reconciler"
@@ -50,6 +52,10 @@ def reconciler_workflow_id(namespace: str | None) -> str:
     return RECONCILER_WORKFLOW_ID if not namespace else f"{RECONCILER_WORKFLOW_ID}/{namespace}"
 
 
+def rollout_workflow_id(namespace: str, pcs: str, pcs_uid: str) -> str:
+    return f"{ROLLOUT_WORKFLOW_PREFIX}/{namespace}/{pcs}/{pcs_uid}"
+
+
 # --- activities ----------------------------------------------------------------------------------------------------
 OBSERVE_REPLICA = "observe_replica"
 ENSURE_REPLICA = "ensure_replica"
@@ -60,6 +66,10 @@ TERMINATE_GANG = "terminate_gang"
 DELETE_REPLICA = "delete_replica"
 SYNC_PCS_BATCH = "sync_pcs_batch"
 SWEEP_REPLICA_WORKFLOWS = "sweep_replica_workflows"
+OBSERVE_ROLLOUT = "observe_rollout"
+RECREATE_FOR_UPDATE = "recreate_for_update"
+MIRROR_ROLLOUT_STATUS = "mirror_rollout_status"
+RECORD_ROLLOUT_EVENT = "record_rollout_event"
 
 # --- signals, updates, queries -------------------------------------------------------------------------------------
 NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)
@@ -68,6 +78,8 @@ PAUSE = "pause"  # signal and update
 RESUME = "resume"  # signal and update
 FORCE_TERMINATE = "force_terminate"  # signal and update
 STATUS_QUERY = "status"
+ROLLOUT_TURN_SIGNAL = "rollout_turn"  # rollout workflow -> replica workflow: a turn granted, changed or revoked
+ROLLOUT_REPORT_SIGNAL = "rollout_report"  # replica workflow -> rollout workflow: how its turn ended
 
 # --- search attributes ---------------------------------------------------------------------------------------------
 GROVE_NAMESPACE = SearchAttributeKey.for_keyword("GroveNamespace")
@@ -105,3 +117,9 @@ def replica_query(*, namespace: str | None = None, pcs: str | None = None, phase
     if phase:
         clauses.append(f"{GROVE_PHASE.name} = {quote(phase)}")
     return " AND ".join(clauses)
+
+
+def rollout_query(*, namespace: str, pcs: str) -> str:
+    """The visibility query for the running rollout workflow of one PodCliqueSet."""
+    return " AND ".join([f"WorkflowType = {quote(ROLLOUT_WORKFLOW)}", "ExecutionStatus = 'Running'",
+                         f"{GROVE_NAMESPACE.name} = {quote(namespace)}", f"{GROVE_PCS.name} = {quote(pcs)}"])

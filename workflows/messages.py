@@ -12,9 +12,12 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from grove.evaluate import ReplicaMemory
 from grove.release import ReleaseAfter
+from grove.rollout import RolloutSpec
 from grove.termination import Scope
 from grove.topology import ReplicaTopology
 from workflows.contract import replica_workflow_id
+from workflows.rollout_messages import ReplicaRolloutCarry, RolloutView
+from workflows.signals import SIGNALS_PER_RUN, UPDATES_PER_RUN
 
 
 class Message(BaseModel):
@@ -56,6 +59,12 @@ class CliqueState(Message):
     releasable: dict[str, str] = Field(
         default_factory=dict, description="gated pods already referenced by their PodGang: name -> UID"
     )
+    # Rolling updates (grove.rollout); empty when the spec could not be planned.
+    target_hash: str = Field(default="", description="pod template hash the current spec gives this PodClique")
+    outdated: dict[str, str] = Field(
+        default_factory=dict, description="live pods labelled with another pod template hash: name -> UID")
+    outdated_ready: tuple[str, ...] = Field(default=(), description="the outdated pods that are Ready")
+    updated_ready: int = Field(default=0, description="Ready pods at the target template")
 
 
 class Nudge(Message):
@@ -82,6 +91,7 @@ class ReplicaSnapshot(Message):
     drift: tuple[str, ...] = Field(
         default=(), description="what materialising would change: missing or surplus objects, stale references"
     )
+    rollout: RolloutSpec | None = Field(default=None, description="update strategy and budgets of the current spec")
     scheduler_backend: str | None = Field(
         default=None, description="the gang scheduler placing this replica's pods: kube, kai or none (DESIGN §4b)")
 
@@ -129,6 +139,22 @@ class TerminateResult(Message):
     at: AwareDatetime = Field(description="activity clock when the deletes were issued")
 
 
+class RecreateRequest(Message):
+    """Rolling update step: delete these outdated pods and whole PCSG replicas (their PodCliques); materialising
+    recreates them from the current template (grove.rollout.replica_step chose them)."""
+
+    ref: ReplicaRef
+    pods: dict[str, str] = Field(default_factory=dict, description="pod name -> UID read this round")
+    cliques: dict[str, str] = Field(default_factory=dict, description="PCLQ name -> UID read this round")
+    generation_hash: str
+    units: tuple[str, ...] = ()
+
+
+class RecreateResult(Message):
+    deleted: tuple[str, ...] = ()
+    already_gone: tuple[str, ...] = ()
+
+
 class ConditionMirror(Message):
     type: str
     status: str
@@ -144,6 +170,7 @@ class ObjectStatusMirror(Message):
     uid: str | None = None
     fields: dict[str, int] = Field(default_factory=dict)
     conditions: tuple[ConditionMirror, ...] = ()
+    texts: dict[str, str] = Field(default_factory=dict, description="string status fields (currentPodTemplateHash)")
 
 
 class MirrorRequest(Message):
@@ -236,6 +263,9 @@ class ReplicaState(BaseModel):
     announced_breaches: dict[str, str] = Field(
         default_factory=dict, description="breached PodClique/PCSG -> breach start announced with an Event"
     )
+    rollout: ReplicaRolloutCarry | None = Field(default=None, description="this replica's rolling update turn")
+    nudges_total: int = Field(default=0, description="nudge signals received by all runs (counted from this field's "
+                                                     "introduction)")
 
 
 class ReplicaInput(Message):
@@ -248,6 +278,10 @@ class ReplicaInput(Message):
     history_event_limit: int = Field(
         default=10_000, description="continue-as-new past this many events even if the server does not suggest it"
     )
+    signal_limit: int = Field(default=SIGNALS_PER_RUN, ge=1,
+                              description="continue-as-new once a run has received this many signals")
+    update_limit: int = Field(default=UPDATES_PER_RUN, ge=1,
+                              description="continue-as-new once a run has received this many updates")
 
 
 class ReplicaOutcome(Message):
@@ -299,6 +333,11 @@ class ReplicaStatus(Message):
     rejected: tuple[str, ...] = Field(default=(), description="recent control requests that were rejected, why")
     observed_at: datetime | None = None
     runs: int = 1
+    rollout: RolloutView | None = Field(default=None, description="the rolling update turn, while it has one")
+    nudges: int = Field(default=0, description="nudge signals received by this run")
+    signals: int = Field(default=0, description="signals (nudges included) received by this run")
+    updates: int = Field(default=0, description="updates received by this run")
+    nudges_total: int = Field(default=0, description="nudges received by all runs")
     scheduler_backend: str | None = Field(default=None, description="kube, kai or none, as last observed")
 
 

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         RELEASE_GATES,
         REPLICA_WORKFLOW,
         RESUME,
+        ROLLOUT_TURN_SIGNAL,
         STATUS_QUERY,
         TERMINATE_GANG,
     )
@@ -66,6 +67,9 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
+    from workflows.replica_rollout import ReplicaRollout
+    from workflows.rollout_messages import RolloutTurn
+    from workflows.signals import SIGNAL_BUDGET_PATCH, Received
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -77,6 +81,8 @@ REJECTIONS_KEPT = 10
 BREACH_EVENTS_PATCH = "breach-events"
 # Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
 TIMED_NUDGES_PATCH = "timed-nudges"
+# Paused or held (invalid spec): a round when the earliest deadline passes, so status lists it as due and held.
+HELD_DEADLINES_PATCH = "held-deadlines"
 
 
 class _Failed(Exception):
@@ -92,6 +98,7 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
+        self._rollout = ReplicaRollout(input.ref, self.state)  # acts on the rolling update turn in self.state
         # transient: rebuilt by the next observation
         self._nudged = True  # look again at the next chance (set by the workflow itself, or an untimed nudge)
         self._timed_nudges = False  # decided once per run, by TIMED_NUDGES_PATCH
@@ -109,6 +116,7 @@ class ReplicaWorkflow:
         self._retry_after: timedelta | None = None
         self._search_phase: str | None = None
         self._search_paused: bool | None = None
+        self._received = Received()  # messages this run received (Temporal's caps are per run)
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
@@ -161,7 +169,9 @@ class ReplicaWorkflow:
             self._set_phase(Phase.INVALID)
             return None
         await self._release_gates(topology, snapshot)
-        evaluation = evaluate_replica(topology, views.observation(snapshot), self.state.memory, workflow.now())
+        updating = await self._roll(topology, snapshot)
+        evaluation = evaluate_replica(topology, views.observation(snapshot, updating), self.state.memory,
+                                      workflow.now())
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
         await self._announce_breaches(evaluation)
@@ -176,6 +186,16 @@ class ReplicaWorkflow:
             self._set_phase(Phase.CREATING)
         return None
 
+    async def _roll(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> frozenset[str]:
+        """The rolling update step of this round, while the rollout workflow has granted this replica a turn."""
+        if not self._rollout.active:
+            return frozenset()
+        hold = self.state.paused or self._held
+        updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity)
+        if self._rollout.step is not None and self._rollout.step.acts and not hold:
+            self._nudged = True  # recreate what was deleted at once
+        return updating
+
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
         workflow.logger.info("replica workflow completes: %s: %s", phase.value, message)
         return ReplicaOutcome(phase=phase, message=message, terminations_total=self.state.terminations_total)
@@ -189,6 +209,15 @@ class ReplicaWorkflow:
         elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = views.timer_summary(deadlines)
+        elif deadlines and workflow.patched(HELD_DEADLINES_PATCH):
+            # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
+            # to due-and-held, so status never shows an expired deadline as pending.
+            timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
+            summary = "held, look again when due: " + views.timer_summary(deadlines)
+        if self._retry_after is None and self._rollout.due is not None:
+            until = max(self._rollout.due - workflow.now(), timedelta(0))
+            if timeout is None or until < timeout:
+                timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
         # After a failed round only a new control request cuts the back-off short (a request still queued from
         # before would otherwise spin the loop against the failing activity).
         tickets = self._tickets if self._retry_after is not None else None
@@ -365,7 +394,8 @@ class ReplicaWorkflow:
                 incarnation=self.state.incarnation, problems=self._problems, cliques=status.cliques,
                 deadlines=status.deadlines, gates=self._gates,
                 last_termination=self.state.terminations[-1] if self.state.terminations else None,
-                terminations_total=self.state.terminations_total,
+                terminations_total=self.state.terminations_total, held=status.held,
+                rollout=self._rollout.markdown(),
             )
         )
 
@@ -389,7 +419,13 @@ class ReplicaWorkflow:
     # --- continue-as-new -------------------------------------------------------------------------------------------
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.input.history_event_limit
+        if info.is_continue_as_new_suggested() or info.get_current_history_length() > self.input.history_event_limit:
+            return True
+        spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
+        if spent is not None and workflow.patched(SIGNAL_BUDGET_PATCH):
+            workflow.logger.info("continue-as-new: %s", spent)
+            return True
+        return False
 
     def _next_input(self) -> ReplicaInput:
         carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1})
@@ -400,6 +436,8 @@ class ReplicaWorkflow:
     def nudge(self, nudge: Nudge | None = None) -> None:
         """Something this replica cares about changed in Kubernetes: look again, unless an observation that began
         after the nudge was sent has already looked (then it saw the change)."""
+        self._received.signal(nudge=True)
+        self.state.nudges_total += 1
         if nudge is None or not self._timed_nudges:
             self._nudged = True
         elif self._nudge_sent_at is None or nudge.sent_at > self._nudge_sent_at:
@@ -417,16 +455,25 @@ class ReplicaWorkflow:
         if began is not None and (self._observed_from is None or began > self._observed_from):
             self._observed_from = began
 
+    @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
+    def rollout_turn(self, turn: RolloutTurn) -> None:
+        """The rollout workflow grants (or changes, or revokes) this replica's turn of a rolling update."""
+        if self._rollout.grant(turn):
+            self._nudged = True
+
     @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
+        self._received.signal()
         self._pause(request or PauseRequest())
 
     @workflow.signal(name=RESUME)
     def resume(self) -> None:
+        self._received.signal()
         self._resume()
 
     @workflow.signal(name=FORCE_TERMINATE)
     def force_terminate(self, request: ForceTerminateRequest) -> None:
+        self._received.signal()
         try:
             self._validate_force(request)
         except ValueError as err:
@@ -437,18 +484,21 @@ class ReplicaWorkflow:
 
     @workflow.update(name=PAUSE)
     def pause_update(self, request: PauseRequest) -> ControlResult:
+        self._received.update()
         was = self.state.paused
         self._pause(request)
         return ControlResult(accepted=True, message="already paused" if was else "paused")
 
     @workflow.update(name=RESUME)
     def resume_update(self) -> ControlResult:
+        self._received.update()
         was = self.state.paused
         self._resume()
         return ControlResult(accepted=True, message="resumed" if was else "was not paused")
 
     @workflow.update(name=FORCE_TERMINATE)
     async def force_terminate_update(self, request: ForceTerminateRequest) -> ControlResult:
+        self._received.update()
         ticket = self._enqueue_force(request)
         await workflow.wait_condition(lambda: ticket in self._results)
         return self._results.pop(ticket)
@@ -474,6 +524,9 @@ class ReplicaWorkflow:
             if self._evaluation and (self.state.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.state.runs,
+            rollout=self._rollout.view(),
+            nudges=self._received.nudges, signals=self._received.signals, updates=self._received.updates,
+            nudges_total=self.state.nudges_total,
             scheduler_backend=self._snapshot.scheduler_backend if self._snapshot else None,
         )
 

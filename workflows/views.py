@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 
 from grove import names
 from grove.availability import CliqueObservation
 from grove.durations import format_duration
 from grove.evaluate import ReplicaEvaluation, ReplicaObservation
 from grove.release import CliqueGateState, GateDecision
+from grove.rollout import CliqueProgress
 from grove.termination import clock
 from grove.topology import ReplicaTopology
 from workflows.messages import (
+    CliqueState,
     CliqueStatus,
     ConditionMirror,
     DeadlineStatus,
@@ -26,19 +29,20 @@ from workflows.messages import (
 MAX_DETAIL_ROWS = 24
 
 
-def live_cliques(snapshot: ReplicaSnapshot) -> dict[str, CliqueObservation]:
-    """What the decisions see: PodCliques being deleted count as absent."""
+def live_cliques(snapshot: ReplicaSnapshot, updating: frozenset[str] = frozenset()) -> dict[str, CliqueObservation]:
+    """What the decisions see: PodCliques being deleted count as absent; `updating` are under a rolling update."""
     return {
         name: CliqueObservation(
-            uid=state.uid, ready=state.ready, scheduled=state.scheduled, gated=state.gated, pods=state.pods
+            uid=state.uid, ready=state.ready, scheduled=state.scheduled, gated=state.gated, pods=state.pods,
+            update_in_progress=name in updating,
         )
         for name, state in snapshot.cliques.items()
         if not state.terminating
     }
 
 
-def observation(snapshot: ReplicaSnapshot) -> ReplicaObservation:
-    return ReplicaObservation(cliques=live_cliques(snapshot))
+def observation(snapshot: ReplicaSnapshot, updating: frozenset[str] = frozenset()) -> ReplicaObservation:
+    return ReplicaObservation(cliques=live_cliques(snapshot, updating))
 
 
 def gate_states(snapshot: ReplicaSnapshot) -> dict[str, CliqueGateState]:
@@ -71,7 +75,9 @@ def status_mirrors(
                     "readyReplicas": state.ready,
                     "scheduledReplicas": state.scheduled,
                     "scheduleGatedReplicas": state.gated,
+                    **rollout_fields(state),
                 },
+                texts=rollout_texts(state),
                 conditions=(
                     ConditionMirror(
                         type=names.CONDITION_MIN_AVAILABLE_BREACHED,
@@ -109,6 +115,7 @@ def status_mirrors(
                     "replicas": group.replicas,
                     "scheduledReplicas": scheduled,
                     "availableReplicas": group_health.available_replicas,
+                    **scaling_group_rollout_fields(topology, snapshot, group.name, group.replicas),
                 },
                 conditions=(
                     ConditionMirror(
@@ -121,6 +128,37 @@ def status_mirrors(
             )
         )
     return mirrors
+
+
+def rollout_progress(cliques: Mapping[str, CliqueState]) -> dict[str, CliqueProgress]:
+    """What grove.rollout needs of each PodClique."""
+    return {
+        name: CliqueProgress(uid=s.uid, terminating=s.terminating, pods=s.pods, ready=s.ready, outdated=s.outdated,
+                             outdated_ready=s.outdated_ready, updated_ready=s.updated_ready)
+        for name, s in cliques.items()
+    }
+
+
+def rollout_fields(state: CliqueState) -> dict[str, int]:
+    """PCLQ status.updatedReplicas: live pods at the current template (only with a snapshot that knows it, so the
+    mirror of a history recorded before rolling updates existed stays the same)."""
+    return {"updatedReplicas": state.pods - len(state.outdated)} if state.target_hash else {}
+
+
+def rollout_texts(state: CliqueState) -> dict[str, str]:
+    """PCLQ status.currentPodTemplateHash: the template every live pod runs, once none runs another."""
+    return {"currentPodTemplateHash": state.target_hash} if state.target_hash and not state.outdated else {}
+
+
+def scaling_group_rollout_fields(topology: ReplicaTopology, snapshot: ReplicaSnapshot, group: str,
+                                 replicas: int) -> dict[str, int]:
+    """PCSG status.updatedReplicas: replicas whose PodCliques all exist and run only the current template."""
+    states = [[snapshot.cliques.get(m.name) for m in topology.members(group, j)] for j in range(replicas)]
+    if not any(s is not None and s.target_hash for members in states for s in members):
+        return {}
+    updated = sum(1 for members in states
+                  if members and all(s is not None and not s.terminating and not s.outdated for s in members))
+    return {"updatedReplicas": updated}
 
 
 def current_breaches(evaluation: ReplicaEvaluation) -> dict[str, tuple[str, str]]:
@@ -141,7 +179,10 @@ def current_breaches(evaluation: ReplicaEvaluation) -> dict[str, tuple[str, str]
 
 def digest(mirror: ObjectStatusMirror) -> str:
     """A stable fingerprint, so unchanged objects are not written again."""
-    blob = json.dumps(mirror.model_dump(mode="json"), sort_keys=True).encode()
+    data = mirror.model_dump(mode="json")
+    if not data.get("texts"):
+        data.pop("texts", None)  # the fingerprint of a mirror without string fields is what it was before them
+    blob = json.dumps(data, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -199,6 +240,8 @@ def details_markdown(
     gates: GateDecision | None,
     last_termination: TerminationRecord | None,
     terminations_total: int,
+    rollout: str = "",
+    held: tuple[str, ...] = (),
 ) -> str:
     """The 'current details' of the replica workflow in the Temporal UI: short, scannable at 3 a.m."""
     head = f"**{phase}** · incarnation {incarnation} · terminations {terminations_total}"
@@ -209,6 +252,8 @@ def details_markdown(
         lines += ["**Spec problems** (nothing is created or deleted until fixed):", ""]
         lines += [f"- `{p}`" for p in problems[:MAX_DETAIL_ROWS]]
         lines.append("")
+    if rollout:
+        lines += [rollout, ""]
     if gates is not None and not gates.base_gang_ready:
         lines += [f"Base gang `{gates.base_gang}` waiting for: {', '.join(gates.waiting_for)}", ""]
     if cliques:
@@ -227,6 +272,10 @@ def details_markdown(
     if deadlines:
         lines += ["**Pending terminationDelay deadlines**", "", "| scope | target | due | cause |", "|---|---|---|---|"]
         lines += [f"| {d.scope.value} | {d.target} | {clock(d.due_at)} | {d.cause} |" for d in deadlines[:8]]
+        lines.append("")
+    if held:
+        lines += [f"**Due, held ({'paused' if paused else 'spec invalid'})**", ""]
+        lines += [f"- {reason}" for reason in held[:8]]
         lines.append("")
     if last_termination is not None:
         t = last_termination

@@ -17,8 +17,10 @@ from grove.models.podcliqueset import (
     PodCliqueSetSpec,
     PodCliqueSetStatus,
     PodCliqueSetTemplateSpec,
+    PodCliqueSetUpdateStrategy,
     PodCliqueSpec,
     PodCliqueTemplateSpec,
+    RollingUpdateConfiguration,
 )
 from grove.models.podgang import PodGang, PodGangGroup, PodGangSpec, PodGangStatus
 from grove.models.scalinggroup import (
@@ -45,6 +47,7 @@ __all__ = [
     "PodCliqueSetSpec",
     "PodCliqueSetStatus",
     "PodCliqueSetTemplateSpec",
+    "PodCliqueSetUpdateStrategy",
     "PodCliqueSpec",
     "PodCliqueStatus",
     "PodCliqueTemplateSpec",
@@ -52,6 +55,7 @@ __all__ = [
     "PodGangGroup",
     "PodGangSpec",
     "PodGangStatus",
+    "RollingUpdateConfiguration",
     "SubGroup",
     "WireModel",
 ]

@@ -20,6 +20,8 @@ class PodCliqueStatus(WireModel):
     schedule_gated_replicas: Int = 0
     hpa_pod_selector: str | None = None
     conditions: list[Condition] | None = None
+    current_pod_clique_set_generation_hash: str | None = None
+    current_pod_template_hash: str | None = None
 
 
 class PodClique(WireModel):

@@ -33,6 +33,23 @@ class PodCliqueSpec(WireModel):
     auto_scaling_config: Passthrough | None = None
 
 
+class RollingUpdateConfiguration(WireModel):
+    """Grove's per-component rolling update knobs (on a standalone clique template or a scaling group config)."""
+
+    max_unavailable: Int | None = Field(
+        default=None,
+        description="pods (standalone PodClique) or whole replicas (scaling group) that may be unavailable at once "
+        "during a RollingRecreate update (default 1)",
+    )
+    progress_deadline: Duration | None = Field(
+        default=None, description="how long this component's update may show no progress; unset means no deadline"
+    )
+
+
+class PodCliqueSetUpdateStrategy(WireModel):
+    type: str | None = Field(default=None, description="RollingRecreate (default) or OnDelete")
+
+
 class PodCliqueTemplateSpec(WireModel):
     """An entry of spec.template.cliques[]."""
 
@@ -40,6 +57,9 @@ class PodCliqueTemplateSpec(WireModel):
     labels: StringMap | None = None
     annotations: StringMap | None = None
     topology_constraint: Passthrough | None = None
+    rolling_update: RollingUpdateConfiguration | None = Field(
+        default=None, description="standalone cliques only; a scaling group's members follow the group's"
+    )
     spec: PodCliqueSpec
 
 
@@ -58,6 +78,7 @@ class PodCliqueScalingGroupConfig(WireModel):
     )
     scale_config: Passthrough | None = None
     topology_constraint: Passthrough | None = None
+    rolling_update: RollingUpdateConfiguration | None = None
 
 
 class HeadlessServiceConfig(WireModel):
@@ -101,7 +122,7 @@ def wanted_replicas(obj: Mapping[str, Any] | None) -> int | None:
 
 class PodCliqueSetSpec(WireModel):
     replicas: Int = Field(default=DEFAULT_REPLICAS, description="number of PodCliqueSet replicas (default 1)")
-    update_strategy: Passthrough | None = None
+    update_strategy: PodCliqueSetUpdateStrategy | None = None
     template: PodCliqueSetTemplateSpec
 
 
@@ -113,6 +134,8 @@ class PodCliqueSetStatus(WireModel):
     available_replicas: Int = 0
     hpa_pod_selector: str | None = None
     pod_gang_statuses: list[Passthrough] | None = None
+    current_generation_hash: str | None = None
+    update_progress: Passthrough | None = None
 
 
 class PodCliqueSet(WireModel):

@@ -109,6 +109,13 @@ def _duplicate_clique(doc: JSON) -> None:
 
 T = "spec.template"
 CASES: list[BadCase] = [
+    BadCase("update-strategy-unknown", lambda d: d["spec"].update(updateStrategy={"type": "Rolling"}),
+            "spec.updateStrategy.type"),
+    BadCase("rolling-update-max-unavailable-zero", _set(lambda d: _clique(d, 2), "rollingUpdate", {"maxUnavailable": 0}),
+            f"{T}.cliques[2].rollingUpdate.maxUnavailable"),
+    BadCase("rolling-update-progress-deadline-zero",
+            _set(lambda d: _group(d), "rollingUpdate", {"progressDeadline": "0s"}),
+            f"{T}.podCliqueScalingGroups[0].rollingUpdate.progressDeadline"),
     BadCase("clique-name-uppercase", _set(lambda d: _clique(d, 2), "name", "Router"), f"{T}.cliques[2].name"),
     BadCase("clique-name-underscore", _set(lambda d: _clique(d, 2), "name", "my_router"), f"{T}.cliques[2].name"),
     BadCase("clique-name-non-ascii", _set(lambda d: _clique(d, 2), "name", "routér"), f"{T}.cliques[2].name"),

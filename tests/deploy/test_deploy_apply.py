@@ -1,7 +1,7 @@
 """deploy/ on the real kube-apiserver: `kubectl apply --dry-run=server -k deploy/` passes (Pod Security
 "restricted" included), a real apply creates what the worker needs, and docker-compose.yml is checked by
-`docker compose config` where a docker client with the compose plugin exists. The image is not built: there is no
-container engine here (tests/deploy/test_deploy_static.py checks the Dockerfile's shape instead)."""
+`docker compose config` where a docker client with the compose plugin exists. The image is built and run by
+tests/containers/ (where a Docker Engine can be started)."""
 
 from __future__ import annotations
 

@@ -8,17 +8,21 @@ observe the real objects and the workflow's own answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import os
+import signal
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
@@ -166,6 +170,25 @@ class Cluster:
         return replica_workflow_id(self.namespace, pcs, obj["metadata"]["uid"], replica)
 
 
+def follow_pods_and_pclqs(kube: Kube, namespace: str, note: Callable[[str, str, JSON], object], *,
+                          name: str, label_selector: str | None = None) -> list[ListWatch]:
+    """Follow the namespace's pods and PodCliques from threads: note(kind, ADDED | MODIFIED | DELETED, object)."""
+    watches = []
+    for resource in (PODS, PODCLIQUES):
+        watch = ListWatch(kube, resource, namespace,
+                          lambda event, obj, _relisted, kind=resource.kind: note(kind, event, obj),
+                          label_selector=label_selector, watch_timeout_seconds=60, backoff=(0.2, 0.2))
+        watches.append(watch.start(name=f"{name}-{resource.plural}"))
+    return watches
+
+
+def stop_watches(watches: list[ListWatch]) -> None:
+    for watch in watches:
+        watch.stop()
+    for watch in watches:
+        watch.stop(join_seconds=5)
+
+
 class Timeline:
     """Watches the namespace's pods and PodCliques from a thread and notes, on the wall clock, when each object
     (by UID) was first seen, released (our gate gone), scheduled, Ready, and marked for deletion. Watch events
@@ -182,18 +205,12 @@ class Timeline:
         self._lock = threading.Lock()
 
     def start(self) -> Timeline:
-        for resource in (PODS, PODCLIQUES):
-            watch = ListWatch(self.kube, resource, self.namespace,
-                              lambda _event, obj, _relisted, kind=resource.kind: self._note(kind, obj),
-                              watch_timeout_seconds=60, backoff=(0.2, 0.2))
-            self._watches.append(watch.start(name=f"timeline-{resource.plural}"))
+        self._watches = follow_pods_and_pclqs(self.kube, self.namespace, lambda kind, _event, obj: self._note(kind, obj),
+                                              name="timeline")
         return self
 
     def stop(self) -> None:
-        for watch in self._watches:
-            watch.stop()
-        for watch in self._watches:
-            watch.stop(join_seconds=5)
+        stop_watches(self._watches)
 
     def _note(self, kind: str, obj: JSON) -> None:
         now = time.time()
@@ -301,3 +318,26 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return err.code, err.read().decode()
     except urllib.error.URLError:
         return 0, ""
+
+
+@contextlib.asynccontextmanager
+async def observe_held_in_flight(stack: Any, handle: WorkflowHandle[Any, Any],
+                                 timeout: float = 30) -> AsyncIterator[None]:
+    """An activity held in flight for real: the kube-apiserver frozen (SIGSTOP), the replica nudged, and its
+    observe_replica activity started and waiting on the apiserver. The apiserver is thawed when the block ends."""
+    apiserver = stack.components["kube-apiserver"].process.pid
+    assert apiserver is not None
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        await handle.signal("nudge")
+
+        async def observing() -> bool:
+            description = await handle.describe()
+            return any(a.activity_type.name == "observe_replica"
+                       and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                       for a in description.raw_description.pending_activities)
+
+        await await_for(observing, timeout=timeout, what="observe_replica in flight")
+        yield
+    finally:
+        os.kill(apiserver, signal.SIGCONT)

@@ -14,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
@@ -24,7 +24,16 @@ from localstack.binaries import path_of
 from localstack.processes import ProcessRegistry
 from localstack.stack import LocalStack
 from localstack.temporal import TemporalDevServer
-from tests.e2e.harness import Cluster, WorkerProcess, await_for, clique, http_get, pcs_manifest, wait_for
+from tests.e2e.harness import (
+    Cluster,
+    WorkerProcess,
+    await_for,
+    clique,
+    http_get,
+    observe_held_in_flight,
+    pcs_manifest,
+    wait_for,
+)
 from workflows.contract import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
@@ -45,26 +54,12 @@ async def test_sigterm_lets_in_flight_activities_finish(stack: LocalStack, clust
         return status.phase is Phase.AVAILABLE
 
     await await_for(available, timeout=20, what="Available")
-    apiserver = stack.components["kube-apiserver"].process.pid
-    assert apiserver is not None
-    os.kill(apiserver, signal.SIGSTOP)
-    try:
-        await handle.signal("nudge")
-
-        async def observing() -> bool:
-            description = await handle.describe()
-            return any(a.activity_type.name == "observe_replica"
-                       and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-                       for a in description.raw_description.pending_activities)
-
-        await await_for(observing, timeout=20, what="observe_replica in flight")
+    async with observe_held_in_flight(stack, handle, timeout=20):
         assert worker_process.proc is not None
         os.killpg(worker_process.proc.pid, signal.SIGTERM)
         told = time.monotonic()
         time.sleep(HOLD_SECONDS)
         assert worker_process.proc.poll() is None, "the worker must wait for its in-flight activity"
-    finally:
-        os.kill(apiserver, signal.SIGCONT)
     code = worker_process.proc.wait(60)
     took = time.monotonic() - told
     assert code == 0, worker_process.logs()[-3000:]

@@ -106,6 +106,9 @@ async def test_an_invalid_update_of_a_valid_pcs_changes_nothing_until_fixed(
                                                 for c in s.cliques), what="breach observed while held")
     await asyncio.sleep(delay_s + 4)
     assert cluster.inventory() == before, "no termination while the spec is invalid"
+    status = await replica.status()
+    assert len(status.held) == 1 and "upd-0-frontend" in status.held[0], status.held
+    assert not status.deadlines, f"the expired deadline is due and held, not pending: {status.deadlines}"
     cluster.fail_readiness("upd-0-frontend-1", failing=False)
     await replica.wait(lambda s: any(c.name == "upd-0-frontend" and c.breached == "False" for c in s.cliques),
                        what="breach healed")

@@ -47,6 +47,8 @@ async def test_pause_resume_and_force_terminate(
     assert status.paused and status.pause_reason == "maintenance window"
     assert status.phase is Phase.BREACHED and status.terminations_total == 0
     assert not cluster.events("GangTerminated")
+    assert len(status.held) == 1 and "ctl-0-frontend" in status.held[0], status.held
+    assert not status.deadlines, f"the expired deadline is due and held, not pending: {status.deadlines}"
 
     # --- resume acts at once on the expired breach ---
     resumed = await handle.execute_update("resume", result_type=ControlResult)

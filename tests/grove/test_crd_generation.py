@@ -83,4 +83,6 @@ def test_names_subresources_and_columns() -> None:
     pclq_columns = [
         c["name"] for c in by_kind["PodClique"]["spec"]["versions"][0]["additionalPrinterColumns"]
     ]
-    assert pclq_columns == ["Replicas", "MinAvailable", "Ready", "Scheduled", "Gated", "Breached", "Age"]
+    assert pclq_columns == ["Replicas", "MinAvailable", "Ready", "Scheduled", "Up-To-Date", "Gated", "Breached", "Age"]
+    pcs_columns = [c["name"] for c in by_kind["PodCliqueSet"]["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert "Up-To-Date" in pcs_columns

@@ -203,7 +203,9 @@ def test_pod_identity_labels_and_env() -> None:
         names.LABEL_BASE_PODGANG: "my-pcs-0",
         names.LABEL_PODCLIQUE: "my-pcs-0-prefill-3-worker",
         names.LABEL_POD_INDEX: "1",
+        names.LABEL_POD_TEMPLATE_HASH: plan.pod_clique("my-pcs-0-prefill-3-worker").pod_template_hash,
     }
+    assert len(pod.labels[names.LABEL_POD_TEMPLATE_HASH]) == 10
     assert pod.env == {
         "GROVE_PCS_NAME": "my-pcs",
         "GROVE_PCS_INDEX": "0",

@@ -3,7 +3,7 @@ replays against today's workflow code without a non-determinism error.
 
 The fixture set must keep covering the paths that matter for determinism: a plain start to Available, a PCS-replica
 and a PCSG-replica gang termination, pause/resume, a force-terminate update, both sides of a continue-as-new, a
-scale-in to completion, and the reconciler.
+scale-in to completion, the reconciler, a rolling update step of a replica and the rollout workflow.
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 
 from tests.histories import FIXTURES, load, replayer
-from workflows.contract import RELEASE_GATES, REPLICA_WORKFLOW
+from workflows.contract import (
+    RECREATE_FOR_UPDATE,
+    RELEASE_GATES,
+    REPLICA_WORKFLOW,
+    ROLLOUT_REPORT_SIGNAL,
+    ROLLOUT_TURN_SIGNAL,
+    ROLLOUT_WORKFLOW,
+)
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -70,6 +77,8 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "scale-in to completion": lambda h: any(map(_has("workflow_execution_completed_event_attributes"), h.events))
     and "delete_replica" in _activities(h),
     "reconciler": lambda h: _workflow_type(h) == "ReconcilerWorkflow",
+    "rolling update step": lambda h: RECREATE_FOR_UPDATE in _activities(h) and ROLLOUT_TURN_SIGNAL in _signals(h),
+    "rollout workflow": lambda h: _workflow_type(h) == ROLLOUT_WORKFLOW and ROLLOUT_REPORT_SIGNAL in _signals(h),
 }
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -22,9 +21,6 @@ from temporalio.worker import Worker
 from grove.models import PodCliqueSet
 from grove.plan import topology_for
 from grove.termination import Scope
-from localstack import rundirs
-from localstack.binaries import path_of
-from localstack.processes import ProcessRegistry
 from localstack.temporal import TemporalDevServer
 from workflows import contract
 from workflows.messages import (
@@ -121,20 +117,6 @@ class ScriptedCluster:
             return DeleteReplicaResult()
 
         return [observe, ensure, release, mirror, record, terminate, delete]
-
-
-@pytest.fixture(scope="module")
-def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
-    run_dir = Path(tmp_path_factory.mktemp("temporal"))
-    registry = ProcessRegistry(run_dir)
-    registry.claim(rundirs.owner_token())
-    server = TemporalDevServer(path_of("temporal"), run_dir, registry, name="temporal-middle-tier", headless=True)
-    server.start()
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

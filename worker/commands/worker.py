@@ -24,6 +24,12 @@ def worker(
     reconciler_check_seconds: Annotated[
         float, typer.Option(min=1, help="how often to check that the reconciler workflow runs (restart it if not)")
     ] = 60,
+    stuck_check_seconds: Annotated[
+        float, typer.Option(min=1, help="how often to look for replica workflows whose workflow tasks keep failing")
+    ] = 60,
+    stuck_attempts: Annotated[
+        int, typer.Option(min=1, help="failed attempts of one workflow task that make a replica workflow stuck")
+    ] = 3,
     scheduler_backend: Annotated[
         str | None, typer.Option(help="gang scheduler: auto (kube where the cluster serves native PodGroups, else "
                                       "none), kube, kai or none; default $GROVE_TEMPORAL_SCHEDULER_BACKEND or auto")
@@ -43,7 +49,9 @@ def worker(
 
     configure_logging(log_level, log_format)
     settings = WorkerSettings()
-    updates: dict[str, object] = {"watcher": watcher, "reconciler_check": timedelta(seconds=reconciler_check_seconds)}
+    updates: dict[str, object] = {"watcher": watcher, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
+                                  "stuck_check": timedelta(seconds=stuck_check_seconds),
+                                  "stuck_attempts": stuck_attempts}
     if kubeconfig:
         updates["kubeconfig"] = kubeconfig
     if namespace:

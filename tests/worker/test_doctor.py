@@ -1,0 +1,47 @@
+"""The reset point of a stuck replica workflow, found by replaying its history with this build: the kept round-52
+incident (tests/fixtures/incidents/) resets to the workflow task whose commands the replay no longer issues."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from tests import histories
+from worker.doctor import DoctorError, _prefix, find_reset_point, named_event, plan_at, replay_error
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+INCIDENT = FIXTURES / "incidents" / "nondeterminism-round52.json"
+
+
+async def test_the_round52_incident_resets_to_the_task_that_scheduled_the_unreplayable_activity() -> None:
+    history = histories.load(INCIDENT)
+    plan = await find_reset_point(history)
+    by_id = {e.event_id: e for e in history.events}
+    # Event 292 (ActivityTaskScheduled) is what replay trips over; the task completed at 291 issued it.
+    assert "HistoryEvent(id: 292, ActivityTaskScheduled)" in plan.replay_error
+    assert plan.event_id == 291 and by_id[291].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    assert plan.task_started_event_id == 290
+    assert await replay_error(_prefix(history, plan.task_started_event_id)) is None, "what is kept replays"
+    assert await replay_error(_prefix(history, 296)) is not None, "the next task's start already does not"
+    assert plan.discarded_events == len(history.events) - 290
+    assert plan.discarded_activities == {"observe_replica": 1} and plan.reapplied_signals == 2
+
+
+async def test_a_history_that_replays_is_not_reset_without_a_named_point() -> None:
+    history = histories.load(FIXTURES / "histories" / "s1_start_to_available.json")
+    with pytest.raises(DoctorError, match="replays cleanly with this build"):
+        await find_reset_point(history)
+    ends = [e.event_id for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+    plan = plan_at(history, ends[-1])
+    assert plan.event_id == ends[-1] and plan.task_started_event_id == ends[-1] - 1 and plan.replay_error == ""
+    with pytest.raises(DoctorError, match=r"--event-id 1: not the end of a workflow task"):
+        plan_at(history, 1)
+
+
+def test_the_failing_event_is_read_from_a_nondeterminism_message() -> None:
+    message = ("[TMPRL1100] Nondeterminism error: Timer machine does not handle this event: "
+               "HistoryEvent(id: 292, ActivityTaskScheduled)")
+    assert named_event(message) == "292 ActivityTaskScheduled"
+    assert named_event("RuntimeError: boom") == ""

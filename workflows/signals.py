@@ -1,0 +1,47 @@
+"""Bounded signals per run: what a replica workflow run has received, and when that calls for continue-as-new.
+
+Temporal caps one run at 10,000 signals (further ones are refused: "exceeded workflow execution limit for signal
+events") and 2,000 updates, and its continue-as-new suggestion counts history events, not messages. Every
+Kubernetes change a replica cares about nudges it, so a busy or flapping replica can receive far more messages
+than rounds. The replica workflow counts what each run received and hands over (continue-as-new, carrying its
+state) once a budget well below those caps is spent. Under a storm the hand-over can be held up: Temporal refuses
+to close a run while new signals wait (the workflow task fails with UnhandledCommand and is tried again, seen to
+take ~10 s on the dev server), so the budgets leave that much room and more.
+
+Pure counting, no I/O: safe in workflow code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Continue-as-new once a run has received this many signals / updates (ReplicaInput may lower or raise them).
+SIGNALS_PER_RUN = 2_000  # Temporal refuses signals past 10,000 per run
+UPDATES_PER_RUN = 500  # Temporal refuses updates past 2,000 per run
+
+# Patch: continue-as-new when a run's message budget is spent (a new reason to issue the continue-as-new command).
+SIGNAL_BUDGET_PATCH = "signal-budget"
+
+
+@dataclass
+class Received:
+    """Messages received by the current run (not carried across continue-as-new: the caps are per run)."""
+
+    nudges: int = 0
+    signals: int = 0  # every signal, nudges included
+    updates: int = 0
+
+    def signal(self, *, nudge: bool = False) -> None:
+        self.signals += 1
+        self.nudges += nudge
+
+    def update(self) -> None:
+        self.updates += 1
+
+    def spent(self, signal_limit: int, update_limit: int) -> str | None:
+        """Why this run should hand over now, or None."""
+        if self.signals >= signal_limit:
+            return f"{self.signals} signals received this run ({self.nudges} nudges; budget {signal_limit})"
+        if self.updates >= update_limit:
+            return f"{self.updates} updates received this run (budget {update_limit})"
+        return None
