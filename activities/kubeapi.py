@@ -64,6 +64,7 @@ SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")  # the kube scheduler backend
 
 
 # --- API clients ---------------------------------------------------------------------------------------------
@@ -224,6 +225,18 @@ class Kube:
             return bool(response.status == 200)
         except Exception:
             return False
+
+    def api_resources(self, group_version: str) -> builtins.list[str]:
+        """Discovery: the resource names the cluster serves in `group_version` (e.g. "scheduling.k8s.io/v1alpha2");
+        empty when it serves no such group version. Outages raise KubeError like every other call."""
+        path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        try:
+            listed = self._request("GET", path)
+        except KubeError as exc:
+            if exc.not_found:
+                return []
+            raise
+        return [str(r.get("name")) for r in listed.get("resources") or []]
 
     # --- verbs ----------------------------------------------------------------------------------------------
     def get(self, resource: Resource, namespace: str | None, name: str) -> JSON | None:

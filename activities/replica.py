@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import events
+from activities.backend import Scheduling
 from activities.fanout import fan_out
 from activities.kubeapi import (
     JSON,
@@ -34,6 +35,7 @@ from activities.kubeapi import (
     KubeError,
 )
 from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
+from activities.native_gangs import NativeGangs
 from activities.scaling import config_annotations, report_clamped, scale_in_order
 from activities.status import mirror, mirror_pcs
 from activities.view import (
@@ -110,15 +112,16 @@ def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
 
 
 class ReplicaActivities:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, scheduling: Scheduling | None = None) -> None:
         self.kube = kube
+        self.scheduling = scheduling or Scheduling()  # the gang scheduler backend (activities/backend.py)
 
     # --- read --------------------------------------------------------------------------------------------------
     @activity.defn(name=OBSERVE_REPLICA)
     @translating_errors("read replica")
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
-        return snapshot(view, read_spec(view.pcs, ref, view.counts()))
+        return snapshot(view, read_spec(view.pcs, ref, self.scheduling, view.counts()))
 
     # --- materialise ---------------------------------------------------------------------------------------------
     @activity.defn(name=ENSURE_REPLICA)
@@ -127,7 +130,7 @@ class ReplicaActivities:
         """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
         view = read_replica(self.kube, ref, with_scaling_groups=True)
         counts = view.counts()
-        spec = read_spec(view.pcs, ref, counts)
+        spec = read_spec(view.pcs, ref, self.scheduling, counts)
         if spec.state is not PcsState.PRESENT:
             return EnsureResult(snapshot=snapshot(view, spec))
         held = spec.problems + other_controller(view)
@@ -220,7 +223,7 @@ class ReplicaActivities:
     def delete_replica(self, ref: ReplicaRef) -> DeleteReplicaResult:
         """Remove every object of a replica index the PCS no longer wants (pods follow their PodCliques)."""
         pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
-        spec = read_spec(pcs, ref)
+        spec = read_spec(pcs, ref, self.scheduling)
         if spec.state is PcsState.PRESENT and spec.wanted_replicas > ref.replica:
             return DeleteReplicaResult(skipped_reason=f"replica {ref.replica} is wanted again "
                                                       f"(spec.replicas={spec.wanted_replicas})")
@@ -310,12 +313,14 @@ class _Materialiser:
         self.created: list[str] = []
         self.deleted: list[str] = []
         self.updated: list[str] = []
+        self.native = NativeGangs(kube, self.plan, spec.backend, names.replica_selector(ref.pcs, ref.replica))
 
     def run(self) -> None:
         self.ensure_service()
         self.ensure_scaling_groups()
         self.ensure_pod_cliques()
         self.ensure_pod_gangs()  # before pods: a pod must never exist without its gang (DESIGN §3)
+        self.created += self.native.ensure(self.view.gangs)  # kube backend: each gang's PodGroup, before pods
         self.ensure_pods()
         self.update_references()
         self.delete_surplus_gangs()
@@ -436,7 +441,10 @@ class _Materialiser:
             for index, pod_name in enumerate(pclq.pod_names):
                 if pod_name in live or pod_name in self.view.pods:
                     continue  # present, or an older incarnation's pod still terminating: wait for it
-                missing.append(manifests.pod_manifest(self.pcs_model, self.plan, pclq.name, index, owner=owner))
+                body = self.native.place(manifests.pod_manifest(self.pcs_model, self.plan, pclq.name, index,
+                                                                owner=owner), pclq, index)
+                if body is not None:  # None: its gang's native PodGroup is not there yet
+                    missing.append(body)
             wanted = set(pclq.pod_names)
             # Scale-in removes the highest pod indices first.
             surplus += [(p, live[p]) for p in sorted((p for p in live if p not in wanted), key=_pod_index,

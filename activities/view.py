@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from activities.backend import Scheduling
 from activities.fanout import fan_out
 from activities.kubeapi import (
     JSON,
@@ -35,6 +36,7 @@ from grove.plan import ReplicaPlan, plan_replica, scaled_release_after
 from grove.release import releasable as releasable_pod
 from grove.rollout import rollout_spec
 from grove.scale import ObservedCounts, observed_counts
+from grove.scheduling import held_surplus_pods
 from grove.validation import parse_pcs, validate_pcs
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
 
@@ -109,10 +111,14 @@ class SpecReading:
     problems: tuple[str, ...] = ()
     generation: int = 0
     wanted_replicas: int = 0
+    backend: str = names.BACKEND_NONE  # the gang scheduler of this PCS (activities/backend.py)
 
 
-def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, counts: ObservedCounts | None = None) -> SpecReading:
-    """Is the PCS still ours to drive, how many replicas does it want, and what does this replica look like."""
+def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, scheduling: Scheduling | None = None,
+              counts: ObservedCounts | None = None) -> SpecReading:
+    """Is the PCS still ours to drive, how many replicas does it want, and what does this replica look like
+    (`counts`: the replica counts stored on its objects, grove.scale).
+    A scheduler backend the cluster cannot serve makes the spec unusable like a validation problem."""
     if pcs_obj is None:
         return SpecReading(PcsState.ABSENT)
     meta = pcs_obj.get("metadata", {})
@@ -134,12 +140,19 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, counts: ObservedCounts | No
             generation=generation,
             wanted_replicas=wanted,
         )
+    scheduling = scheduling or Scheduling()
+    backend = scheduling.backend_for(pcs)
+    unusable = scheduling.problem(backend)
+    if unusable:
+        return SpecReading(PcsState.PRESENT, problems=(unusable,), generation=generation,
+                           wanted_replicas=pcs.spec.replicas, backend=backend)
     return SpecReading(
         PcsState.PRESENT,
         pcs=pcs,
         plan=plan_replica(pcs, ref.replica, counts),
         generation=generation,
         wanted_replicas=pcs.spec.replicas,
+        backend=backend,
     )
 
 
@@ -266,8 +279,20 @@ def other_controller(view: ClusterView) -> tuple[str, ...]:
     return (problem,) if problem else ()
 
 
+def _hold_surplus(cliques: dict[str, CliqueState], plan: ReplicaPlan) -> dict[str, CliqueState]:
+    """kube backend: surplus pods keep their gate until their gang is scheduled (grove/scheduling.py)."""
+    held = held_surplus_pods(plan, {name: c.scheduled for name, c in cliques.items() if not c.terminating})
+    return {
+        name: c.model_copy(update={"releasable": {p: u for p, u in c.releasable.items() if p not in held}})
+        for name, c in cliques.items()
+    }
+
+
 def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
     plan = spec.plan
+    cliques = clique_states(view, plan)
+    if plan is not None and spec.backend == names.BACKEND_KUBE:
+        cliques = _hold_surplus(cliques, plan)
     return ReplicaSnapshot(
         read_at=datetime.now(UTC),
         read_from=view.read_from,
@@ -277,7 +302,8 @@ def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
         problems=spec.problems + other_controller(view),
         topology=plan.topology() if plan is not None else None,
         release_after=scaled_release_after(spec.pcs) if spec.pcs is not None else "Scheduled",
-        cliques=clique_states(view, plan),
+        cliques=cliques,
         drift=tuple(drift(view, plan)) if plan is not None else (),
         rollout=rollout_spec(spec.pcs, plan.topology()) if plan is not None and spec.pcs is not None else None,
+        scheduler_backend=spec.backend if spec.state is PcsState.PRESENT else None,
     )

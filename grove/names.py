@@ -26,12 +26,17 @@ SCHEDULER_API_VERSION: Final = "scheduler.grove.io/v1alpha1"
 KAI_GROUP = "scheduling.run.ai"
 KAI_VERSION = "v2alpha2"
 KAI_API_VERSION: Final = "scheduling.run.ai/v2alpha2"
+# Kubernetes' own gang scheduling (KEP-4671): PodGroup objects, served with the GenericWorkload feature gate.
+NATIVE_SCHEDULING_GROUP = "scheduling.k8s.io"
+NATIVE_SCHEDULING_VERSION = "v1alpha2"
+NATIVE_SCHEDULING_API_VERSION: Final = "scheduling.k8s.io/v1alpha2"
 
 KIND_PODCLIQUESET: Final = "PodCliqueSet"
 KIND_PODCLIQUE: Final = "PodClique"
 KIND_PODCLIQUESCALINGGROUP: Final = "PodCliqueScalingGroup"
 KIND_PODGANG: Final = "PodGang"
 KIND_KAI_PODGROUP: Final = "PodGroup"
+KIND_NATIVE_PODGROUP: Final = "PodGroup"  # scheduling.k8s.io
 
 # --- Labels (keys as Grove spells them) --------------------------------------------------------------------
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -61,6 +66,7 @@ COMPONENT_PCSG_PODCLIQUE = "pcsg-podclique"
 COMPONENT_PCSG = "pcs-podcliquescalinggroup"
 COMPONENT_PODGANG = "podgang"
 COMPONENT_HEADLESS_SERVICE = "pcs-headless-service"
+COMPONENT_NATIVE_PODGROUP = "native-podgroup"
 COMPONENT_HPA = "pcs-hpa"  # Grove's LabelComponentNameHorizontalPodAutoscaler
 
 # --- HorizontalPodAutoscaler (DESIGN §4.10): one per autoscaled PodClique / PCSG, named after its target --------
@@ -73,6 +79,13 @@ ANNOTATION_SCALED_RELEASE_AFTER = "grove-temporal.io/scaled-release-after"
 RELEASE_AFTER_SCHEDULED = "Scheduled"
 RELEASE_AFTER_READY = "Ready"
 RELEASE_AFTER_VALUES = (RELEASE_AFTER_SCHEDULED, RELEASE_AFTER_READY)
+# Which gang scheduler places this PCS's pods, overriding the worker's --scheduler-backend (DESIGN §4b).
+ANNOTATION_SCHEDULER_BACKEND = "grove-temporal.io/scheduler-backend"
+BACKEND_KUBE = "kube"  # Kubernetes' own PodGroups (scheduling.k8s.io/v1alpha2, gang policy)
+BACKEND_KAI = "kai"  # KAI scheduler: pods carry its schedulerName, KAI reads the Grove PodGangs
+BACKEND_NONE = "none"  # scheduling gates only; the default scheduler places pods one by one
+BACKEND_VALUES = (BACKEND_KUBE, BACKEND_KAI, BACKEND_NONE)
+KAI_SCHEDULER_NAME = "kai-scheduler"
 
 # Startup order (DESIGN §4.10): a pod of a clique that starts after others is created with ANNOTATION_STARTUP =
 # STARTUP_WAITING and an init container that waits (reading its own annotations through the downward API) until the
@@ -231,6 +244,13 @@ def replica_selector_with_other_controllers(pcs: str, replica: int) -> str:
     return (f"{LABEL_MANAGED_BY} in ({MANAGED_BY},{GROVE_OPERATOR_MANAGED_BY}),{LABEL_PART_OF}={pcs},"
             f"{LABEL_PCS_REPLICA_INDEX}={replica}")
 
+
+def native_podgroup_name(pod_gang: str, pod_gang_uid: str) -> str:
+    """The Kubernetes PodGroup of one PodGang incarnation: `<podgang>-<first 8 characters of its UID>`.
+
+    The UID part matters: a PodGroup outlives its PodGang while pods still reference it (the PodGroupProtection
+    finalizer), so a gang recreated under the same name after a termination must not meet its predecessor's group."""
+    return f"{pod_gang}-{pod_gang_uid.replace('-', '')[:8]}"
 
 
 def hpa_name(target: str) -> str:

@@ -205,6 +205,10 @@ def _annotation_problems(pcs: PodCliqueSet) -> Iterator[Problem]:
     if key in annotations and annotations[key] not in names.RELEASE_AFTER_VALUES:
         allowed = " or ".join(names.RELEASE_AFTER_VALUES)
         yield Problem(f"metadata.annotations[{key}]", f"must be {allowed}, got {annotations[key]!r}")
+    key = names.ANNOTATION_SCHEDULER_BACKEND  # DESIGN §4b, grove.scheduling
+    if key in annotations and annotations[key] not in names.BACKEND_VALUES:
+        yield Problem(f"metadata.annotations[{key}]",
+                      f"must be {', '.join(names.BACKEND_VALUES)}, got {annotations[key]!r}")
 
 
 def _duplicate_problems(pcs: PodCliqueSet) -> Iterator[Problem]:

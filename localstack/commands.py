@@ -50,12 +50,14 @@ def stack_options(
     node_pods: int = 110,
     temporal_db: Path | None = None,
     run_dir: Path | None = None,
+    gang_scheduling: bool = True,
 ) -> StackOptions:
     from localstack.kwok import NodeShape
     from localstack.stack import StackOptions
 
     shape = NodeShape(cpu=node_cpu, memory=node_memory, pods=node_pods, gpus=node_gpus)
-    return StackOptions(nodes=nodes, node_shape=shape, temporal_db_file=temporal_db, run_dir=run_dir)
+    return StackOptions(nodes=nodes, node_shape=shape, temporal_db_file=temporal_db, run_dir=run_dir,
+                        gang_scheduling=gang_scheduling)
 
 
 def start_stack(options: StackOptions) -> LocalStack:
@@ -216,6 +218,9 @@ def run_command(
     ] = None,
     no_sample: Annotated[bool, typer.Option("--no-sample", help="Apply no sample PodCliqueSet.")] = False,
     worker: Annotated[bool, typer.Option(help="Run a grove-temporal worker against the stack.")] = True,
+    gang_scheduling: Annotated[bool, typer.Option(
+        help="Kubernetes' own gang scheduling: the PodGroup API (scheduling.k8s.io/v1alpha2) and the "
+             "GenericWorkload/GangScheduling feature gates; the worker then uses the kube backend.")] = True,
 ) -> None:
     """Start the local stack and a worker, apply a sample PodCliqueSet, show it in the Temporal UI; Ctrl-C stops all.
 
@@ -240,7 +245,8 @@ def run_command(
         temporal_db = run_dir / "temporal.db"
     # A shell that starts us in the background sets SIGINT to "ignore"; Ctrl-C / kill -INT must still stop us.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    options = stack_options(nodes, node_cpu, node_memory, node_gpus, node_pods, temporal_db, run_dir)
+    options = stack_options(nodes, node_cpu, node_memory, node_gpus, node_pods, temporal_db, run_dir,
+                            gang_scheduling)
     try:
         stack = start_stack(options)  # stops whatever it started if it fails or is interrupted
     except (BinaryUnavailableError, StackStartError) as error:

@@ -25,6 +25,15 @@ SCHEDULER = "system:kube-scheduler"
 CONTROLLER_MANAGER = "system:kube-controller-manager"
 KWOK = "kwok-controller"
 
+# Kubernetes' own gang scheduling (KEP-4671, alpha in v1.36): the PodGroup API and the pod field
+# spec.schedulingGroup need GenericWorkload in kube-apiserver (and the API group switched on); kube-scheduler needs
+# it too, plus GangScheduling; kube-controller-manager runs PodGroupProtection with it (without that controller
+# the finalizer the apiserver puts on every PodGroup is never removed).
+GANG_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
+APISERVER_GATES = "--feature-gates=GenericWorkload=true"
+SCHEDULER_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+CONTROLLER_MANAGER_GATES = "--feature-gates=GenericWorkload=true"
+
 
 class ApiServer:
     def __init__(
@@ -36,6 +45,7 @@ class ApiServer:
         pki: ControlPlanePki,
         token_file: Path,
         admin: KubeUser,
+        gang_scheduling: bool = True,
     ) -> None:
         self.dir = run_dir / "kube-apiserver"
         self.port = free_port()
@@ -72,6 +82,7 @@ class ApiServer:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             "--profiling=false",
+            *([APISERVER_GATES, GANG_API] if gang_scheduling else []),
         ]
         # After SIGTERM it stops serving at once but lingers (seen: >10 s) on requests it will never finish; its
         # data lives in etcd, so killing it after a short grace loses nothing and keeps fault tests quick.
@@ -131,14 +142,15 @@ class _ControlPlaneComponent:
 class Scheduler(_ControlPlaneComponent):
     name = "kube-scheduler"
 
-    def __init__(self, binary: Path, run_dir: Path, registry: ProcessRegistry) -> None:
-        super().__init__(binary, run_dir, registry, [])
+    def __init__(self, binary: Path, run_dir: Path, registry: ProcessRegistry, gang_scheduling: bool = True) -> None:
+        super().__init__(binary, run_dir, registry, [SCHEDULER_GATES] if gang_scheduling else [])
 
 
 class ControllerManager(_ControlPlaneComponent):
     name = "kube-controller-manager"
 
-    def __init__(self, binary: Path, run_dir: Path, registry: ProcessRegistry, pki: ControlPlanePki) -> None:
+    def __init__(self, binary: Path, run_dir: Path, registry: ProcessRegistry, pki: ControlPlanePki,
+                 gang_scheduling: bool = True) -> None:
         super().__init__(
             binary,
             run_dir,
@@ -153,5 +165,6 @@ class ControllerManager(_ControlPlaneComponent):
                 f"--cluster-signing-key-file={pki.ca_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--cluster-name=grove-temporal",
+                *([CONTROLLER_MANAGER_GATES] if gang_scheduling else []),
             ],
         )

@@ -69,6 +69,7 @@ class StackOptions:
     temporal_namespaces: tuple[str, ...] = ()
     headless_ui: bool = False
     kubernetes: bool = True  # False: Temporal dev server only
+    gang_scheduling: bool = True  # Kubernetes' own gang scheduling (PodGroup API, GangScheduling); localstack/kube.py
 
 
 class LocalStack:
@@ -192,11 +193,13 @@ class LocalStack:
         write_token_file(token_file, [self._admin, scheduler_user, controller_manager_user, kwok_user])
 
         etcd = Etcd(paths["etcd"], run_dir, registry)
+        gangs = self.options.gang_scheduling
         apiserver = ApiServer(
-            paths["kube-apiserver"], run_dir, registry, etcd, certs, token_file, self._admin
+            paths["kube-apiserver"], run_dir, registry, etcd, certs, token_file, self._admin, gang_scheduling=gangs
         )
-        scheduler = Scheduler(paths["kube-scheduler"], run_dir, registry)
-        controller_manager = ControllerManager(paths["kube-controller-manager"], run_dir, registry, certs)
+        scheduler = Scheduler(paths["kube-scheduler"], run_dir, registry, gang_scheduling=gangs)
+        controller_manager = ControllerManager(paths["kube-controller-manager"], run_dir, registry, certs,
+                                               gang_scheduling=gangs)
         kwok = Kwok(paths["kwok"], run_dir, registry)
         self.apiserver = apiserver
         self.components.update(

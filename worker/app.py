@@ -18,8 +18,9 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from activities.backend import Scheduling, detect
 from activities.fanout import FANOUT_THREADS
-from activities.kubeapi import Kube, api_client
+from activities.kubeapi import Kube, KubeError, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
 from activities.rollout import RolloutActivities
@@ -91,8 +92,8 @@ def _read(path: str | None) -> bytes | None:
         return handle.read()
 
 
-def activities_for(kube: Kube, client: Client) -> list[Callable[..., Any]]:
-    replica = ReplicaActivities(kube)
+def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = None) -> list[Callable[..., Any]]:
+    replica = ReplicaActivities(kube, scheduling)
     reconcile = ReconcileActivities(kube, client)
     rollout = RolloutActivities(kube)
     return [
@@ -121,10 +122,30 @@ class RunningWorker:
     worker: Worker
     elector: LeaseElector | None
     doctor: StuckMonitor | None = None
+    scheduling: Scheduling = Scheduling()
 
     @property
     def is_leader(self) -> bool:
         return self.elector is not None and self.elector.is_leader
+
+
+async def detect_scheduling(kube: Kube, requested: str, stop: asyncio.Event) -> Scheduling | None:
+    """The gang scheduler backend (activities/backend.detect), asking the cluster until it answers; None once `stop`
+    is set. A backend the cluster cannot serve raises BackendUnavailable (the worker stops with its message)."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            scheduling = await asyncio.to_thread(detect, kube, requested)
+            log.info("scheduler backend: %s", scheduling.describe())
+            return scheduling
+        except KubeError as err:
+            if err.invalid or err.forbidden:
+                raise
+            log.warning("scheduler backend: Kubernetes not reachable (%s); retrying in %.0fs", err, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        delay = min(delay * 2, TEMPORAL_RETRY_MAX_SECONDS)
+    return None
 
 
 async def ensure_reconciler(client: Client, settings: WorkerSettings) -> None:
@@ -211,12 +232,15 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         if client is None:
             return  # stopped before Temporal was ever reached
     kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + FANOUT_THREADS + 8))
+    scheduling = await detect_scheduling(kube, settings.scheduler_backend, stop)
+    if scheduling is None:
+        return  # stopped before Kubernetes answered
     with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
         worker = Worker(
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
-            activities=activities_for(kube, client),
+            activities=activities_for(kube, client, scheduling),
             activity_executor=executor,
             max_concurrent_activities=settings.activity_threads,
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
@@ -235,7 +259,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
         doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
                               leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))
-        started.append(RunningWorker(settings, client, kube, worker, elector, doctor))
+        started.append(RunningWorker(settings, client, kube, worker, elector, doctor, scheduling))
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)

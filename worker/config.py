@@ -62,6 +62,11 @@ class WorkerSettings(BaseModel):
         description="serve /metrics, /healthz and /readyz on this port; None to disable",
     )
     graceful_shutdown: timedelta = timedelta(seconds=20)
+    scheduler_backend: str = Field(
+        default_factory=lambda: os.environ.get("GROVE_TEMPORAL_SCHEDULER_BACKEND") or "auto",
+        description="gang scheduler for PodCliqueSets without the grove-temporal.io/scheduler-backend annotation: "
+                    "auto (kube where the cluster serves native PodGroups, else none), kube, kai or none",
+    )
 
     @property
     def lease_namespace(self) -> str:

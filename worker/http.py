@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CHECK_TTL = 5.0
 STUCK_KEY = "stuckWorkflows"
+SCHEDULER_BACKEND = "schedulerBackend"
 
 
 class _Readiness:
@@ -50,6 +51,7 @@ class _Readiness:
         result["watcher"] = "leader" if running.is_leader else "standby"
         if running.doctor is not None:
             result[STUCK_KEY] = running.doctor.summary()
+        result[SCHEDULER_BACKEND] = running.scheduling.describe()  # a detail, not a check
         self.result, self.checked_at = result, time.monotonic()
         return result
 
@@ -76,7 +78,8 @@ async def serve(running: Callable[[], RunningWorker | None], sdk_metrics: SdkMet
                 checks = await readiness.check()
                 # Stuck workflows are reported, not held against this worker: taking it out of service would not
                 # heal them (and would block the rollout of a fixed build).
-                healthy = all(v in ("ok", "leader", "standby") for k, v in checks.items() if k != STUCK_KEY)
+                healthy = all(v in ("ok", "leader", "standby") for k, v in checks.items()
+                              if k not in (STUCK_KEY, SCHEDULER_BACKEND))
                 status, body, ctype = (200 if healthy else 503), json.dumps(checks).encode(), "application/json"
             else:
                 status, body, ctype = 404, b"not found\n", "text/plain"

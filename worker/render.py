@@ -61,7 +61,10 @@ def statuses(items: Sequence[ReplicaStatus]) -> None:
         for problem in status.problems:
             console.print(f"  [yellow]problem:[/yellow] {problem}")
         if status.waiting_for:
-            console.print(f"  base gang waiting for: {', '.join(status.waiting_for)}")
+            why = " (scheduled all together or not at all)" if status.scheduler_backend == "kube" else ""
+            console.print(f"  base gang waiting for: {', '.join(status.waiting_for)}{why}")
+        if status.scheduler_backend:
+            console.print(f"  scheduler backend: {status.scheduler_backend}")
         for line in status.startup:
             console.print(f"  startup order: {line}")
         table = Table("PODCLIQUE", "READY/MIN", "SCHEDULED", "GATED", "WAS AVAILABLE", "BREACHED", "REASON",

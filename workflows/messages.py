@@ -95,6 +95,8 @@ class ReplicaSnapshot(Message):
         default=(), description="what materialising would change: missing or surplus objects, stale references"
     )
     rollout: RolloutSpec | None = Field(default=None, description="update strategy and budgets of the current spec")
+    scheduler_backend: str | None = Field(
+        default=None, description="the gang scheduler placing this replica's pods: kube, kai or none (DESIGN §4b)")
 
     @property
     def valid(self) -> bool:
@@ -357,6 +359,7 @@ class ReplicaStatus(Message):
     signals: int = Field(default=0, description="signals (nudges included) received by this run")
     updates: int = Field(default=0, description="updates received by this run")
     nudges_total: int = Field(default=0, description="nudges received by all runs")
+    scheduler_backend: str | None = Field(default=None, description="kube, kai or none, as last observed")
 
 
 # --- reconciler --------------------------------------------------------------------------------------------------

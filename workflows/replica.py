@@ -552,6 +552,7 @@ class ReplicaWorkflow:
             rollout=self._rollout.view(),
             nudges=self._received.nudges, signals=self._received.signals, updates=self._received.updates,
             nudges_total=self.state.nudges_total,
+            scheduler_backend=self._snapshot.scheduler_backend if self._snapshot else None,
         )
 
     # --- control helpers -------------------------------------------------------------------------------------------

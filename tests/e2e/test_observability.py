@@ -38,8 +38,12 @@ def test_metrics_health_traces_and_logs(cluster: Cluster, observed_worker: Worke
     port = observed_worker.http_port
     wait_for(lambda: http_get(port, "/healthz")[0] == 200, timeout=30, what="/healthz")
     ready = wait_for(lambda: (r := http_get(port, "/readyz"))[0] == 200 and r, timeout=30, what="/readyz 200")
-    assert json.loads(ready[1]) | {"watcher": "x"} == {"temporal": "ok", "kubernetes": "ok", "worker": "ok",
-                                                        "watcher": "x"}
+    checks = json.loads(ready[1])
+    # details, not checks: the stack serves native PodGroups, so `auto` chose the kube backend; stuck workflows
+    assert checks.pop("schedulerBackend") == "kube (auto: the cluster serves scheduling.k8s.io/v1alpha2 podgroups)"
+    checks.pop("stuckWorkflows", None)
+    assert checks | {"watcher": "x"} == {"temporal": "ok", "kubernetes": "ok", "worker": "ok", "watcher": "x"}
+    assert "scheduler backend: kube (auto" in observed_worker.logs()
 
     cluster.apply(pcs_manifest("obs", cluster.namespace, cliques=[clique("a", 3, 2)]))
     wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods")

@@ -30,6 +30,10 @@ def worker(
     stuck_attempts: Annotated[
         int, typer.Option(min=1, help="failed attempts of one workflow task that make a replica workflow stuck")
     ] = 3,
+    scheduler_backend: Annotated[
+        str | None, typer.Option(help="gang scheduler: auto (kube where the cluster serves native PodGroups, else "
+                                      "none), kube, kai or none; default $GROVE_TEMPORAL_SCHEDULER_BACKEND or auto")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
     log_format: Annotated[str, typer.Option(help="json or text")] = "text",
 ) -> None:
@@ -38,6 +42,7 @@ def worker(
     import signal
     from datetime import timedelta
 
+    from activities.backend import REQUESTS, BackendUnavailable
     from worker.app import run_worker
     from worker.config import WorkerSettings
     from worker.logs import configure_logging
@@ -55,6 +60,12 @@ def worker(
         updates["task_queue"] = task_queue
     if http_port is not None:
         updates["http_port"] = http_port
+    if scheduler_backend is not None:
+        updates["scheduler_backend"] = scheduler_backend
+    backend = settings.scheduler_backend if scheduler_backend is None else scheduler_backend
+    if backend not in REQUESTS:
+        raise typer.BadParameter(f"must be {', '.join(REQUESTS)}, got {backend!r}",
+                                 param_hint="--scheduler-backend / GROVE_TEMPORAL_SCHEDULER_BACKEND")
     temporal = settings.temporal.model_copy(
         update={k: v for k, v in {"address": temporal_address, "namespace": temporal_namespace}.items() if v}
     )
@@ -67,4 +78,8 @@ def worker(
             loop.add_signal_handler(sig, stop.set)
         await run_worker(settings, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except BackendUnavailable as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from err
