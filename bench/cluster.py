@@ -56,7 +56,8 @@ class BenchCluster:
     def worker(self, namespace: str) -> WorkerProcess:
         proc = WorkerProcess(kubeconfig=Path(self.stack.kubeconfig), temporal_address=self.stack.temporal_address,
                           namespace=namespace, log_dir=self.log_dir,
-                             task_queue=f"bench-{namespace}", log_level="WARNING")
+                             task_queue=f"bench-{namespace}", log_level="WARNING",
+                             bytecode_cache=True)
         self.workers.append(proc)
         return proc.start()
 

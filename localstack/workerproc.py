@@ -20,15 +20,19 @@ from localstack.readiness import LOOPBACK, free_port
 REPO = Path(__file__).resolve().parents[1]
 
 
-def worker_env(log_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment, with bytecode caching as in the image (pip compiles .pyc files at install).
+def worker_env(log_dir: Path, extra: dict[str, str] | None = None, *, bytecode_cache: bool = False) -> dict[str, str]:
+    """The worker's environment; with `bytecode_cache`, bytecode caching as in the image (pip compiles .pyc files at
+    install), for the benchmarks.
 
     Temporal's workflow sandbox re-imports the workflow module for every workflow instance it creates; without a
     .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1) that is a fresh compile of workflows/replica.py each
     time, 12% of the worker's Python CPU in a profile of B3 at 200. The cache goes beside the run's logs, not into
-    the repository."""
-    env = {**os.environ, **(extra or {}), "PYTHONUNBUFFERED": "1", "PYTHONPYCACHEPREFIX": str(log_dir / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    the repository; filling it costs the first start several seconds, which is why tests that time a worker's
+    start-up do without it."""
+    env = {**os.environ, **(extra or {}), "PYTHONUNBUFFERED": "1"}
+    if bytecode_cache:
+        env["PYTHONPYCACHEPREFIX"] = str(log_dir / "pycache")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -42,6 +46,7 @@ class WorkerProcess:
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
     log_level: str = "INFO"
+    bytecode_cache: bool = False  # the benchmarks' setting (see worker_env)
     module: str = "worker.cli"  # the entry point; another runs another build (tests/e2e/broken_build.py)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -79,7 +84,8 @@ class WorkerProcess:
             *self.extra_args,
         ]
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, cwd=REPO, env=worker_env(self.log_dir, self.extra_env),
+            self.proc = subprocess.Popen(argv, cwd=REPO, env=worker_env(self.log_dir, self.extra_env,
+                                                                          bytecode_cache=self.bytecode_cache),
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
