@@ -36,9 +36,7 @@ from activities.kubeapi import (
 )
 from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from activities.native_gangs import NativeGangs
-from activities.scaling import config_annotations, report_clamped, scale_in_order
-from activities.status import mirror, mirror_pcs
-from activities.view import (
+from activities.observe import (
     ClusterView,
     SpecReading,
     controller_uid,
@@ -51,6 +49,8 @@ from activities.view import (
     terminating,
     uid_of,
 )
+from activities.scaling import config_annotations, report_clamped, scale_in_order
+from activities.status import mirror, mirror_pcs
 from grove import manifests, names
 from grove.plan import ReplicaPlan
 from workflows.contract import (

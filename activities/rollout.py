@@ -19,7 +19,7 @@ from activities.fanout import fan_out
 from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, Kube
 from activities.replica import delete_incarnations, pcs_still_ours, translating_errors
 from activities.status import merged_conditions
-from activities.view import ClusterView, clique_states, name_of, read_spec, uid_of
+from activities.observe import ClusterView, clique_states, name_of, read_spec, uid_of
 from grove import names
 from grove.rollout import (
     CliqueProgress,
