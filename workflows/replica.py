@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from grove.startup import StartupDecision, decide_starts
     from grove.termination import Scope, Termination, forced_termination
     from grove.topology import ReplicaTopology
-    from workflows import views
+    from workflows import presentation
     from workflows.contract import (
         DELETE_REPLICA,
         ENSURE_REPLICA,
@@ -178,7 +178,7 @@ class ReplicaWorkflow:
         await self._release_gates(topology, snapshot)
         await self._start_in_order(topology, snapshot)
         updating = await self._roll(topology, snapshot)
-        evaluation = evaluate_replica(topology, views.observation(snapshot, updating), self.state.memory,
+        evaluation = evaluate_replica(topology, presentation.observation(snapshot, updating), self.state.memory,
                                       workflow.now())
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
@@ -211,17 +211,17 @@ class ReplicaWorkflow:
     async def _wait(self) -> None:
         timeout: timedelta | None = self.input.safety_resync
         summary = "safety resync"
-        deadlines = views.deadline_statuses(self._evaluation) if self._evaluation else ()
+        deadlines = presentation.deadline_statuses(self._evaluation) if self._evaluation else ()
         if self._retry_after is not None:
             timeout, summary = self._retry_after, "retry after a failed activity"
         elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
-            summary = views.timer_summary(deadlines)
+            summary = presentation.timer_summary(deadlines)
         elif deadlines and workflow.patched(HELD_DEADLINES_PATCH):
             # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
             # to due-and-held, so status never shows an expired deadline as pending.
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
-            summary = "held, look again when due: " + views.timer_summary(deadlines)
+            summary = "held, look again when due: " + presentation.timer_summary(deadlines)
         if self._retry_after is None and self._rollout.due is not None:
             until = max(self._rollout.due - workflow.now(), timedelta(0))
             if timeout is None or until < timeout:
@@ -264,7 +264,7 @@ class ReplicaWorkflow:
         return result.snapshot
 
     async def _release_gates(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
-        decision = decide_releases(topology, views.gate_states(snapshot), self.state.release_after)
+        decision = decide_releases(topology, presentation.gate_states(snapshot), self.state.release_after)
         self._gates = decision
         if self.state.paused or self._held or not decision.pods:  # held (invalid spec): change nothing, gates included
             return
@@ -280,7 +280,7 @@ class ReplicaWorkflow:
     async def _start_in_order(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
         """Startup order: pods whose parent cliques have every pod Ready are marked started. Added after v0.1.0 and
         only ever needed by PodCliqueSets with a startup order: patch-guarded where it first issues a command."""
-        decision = decide_starts(topology, views.startup_states(snapshot))
+        decision = decide_starts(topology, presentation.startup_states(snapshot))
         self._startup = decision
         if self.state.paused or self._held or not decision.pods:
             return
@@ -300,14 +300,14 @@ class ReplicaWorkflow:
 
     async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
                       evaluation: ReplicaEvaluation) -> None:
-        changed = [m for m in views.status_mirrors(topology, snapshot, evaluation)
-                   if self.state.mirrored.get(m.name) != views.digest(m)]
+        changed = [m for m in presentation.status_mirrors(topology, snapshot, evaluation)
+                   if self.state.mirrored.get(m.name) != presentation.digest(m)]
         availability_changed = evaluation.replica_available != self.state.replica_available
         if not changed and not availability_changed:
             return
         request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)
         await self._activity(MIRROR_STATUS, request, list, f"mirror status of {len(changed)} objects")
-        self.state.mirrored.update({m.name: views.digest(m) for m in changed})
+        self.state.mirrored.update({m.name: presentation.digest(m) for m in changed})
         self.state.replica_available = evaluation.replica_available
 
     async def _announce_breaches(self, evaluation: ReplicaEvaluation) -> None:
@@ -315,7 +315,7 @@ class ReplicaWorkflow:
 
         Added after the first release: guarded by a patch so that histories of workflows started before it, which
         have no such activity, still replay (see README, "Upgrading the workflow safely")."""
-        breaches = views.current_breaches(evaluation)
+        breaches = presentation.current_breaches(evaluation)
         started = {name: text for name, (start, text) in breaches.items()
                    if self.state.announced_breaches.get(name) != start}
         healed = sorted(set(self.state.announced_breaches) - set(breaches))
@@ -388,7 +388,7 @@ class ReplicaWorkflow:
     def _phase_of(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> Phase:
         if self._held:
             return Phase.INVALID
-        if evaluation.deadlines or evaluation.terminations or views.current_breaches(evaluation):
+        if evaluation.deadlines or evaluation.terminations or presentation.current_breaches(evaluation):
             return Phase.BREACHED  # counting down, held (paused/invalid), or breached with termination off
         if snapshot.drift or any(not h.present for h in evaluation.cliques.values()):
             return Phase.CREATING
@@ -413,7 +413,7 @@ class ReplicaWorkflow:
     def _render(self) -> None:
         status = self.status()
         workflow.set_current_details(
-            views.details_markdown(
+            presentation.details_markdown(
                 phase=self.state.phase.value, paused=self.state.paused, pause_reason=self.state.pause_reason,
                 incarnation=self.state.incarnation, problems=self._problems, cliques=status.cliques,
                 deadlines=status.deadlines, gates=self._gates, startup=status.startup,
@@ -536,8 +536,8 @@ class ReplicaWorkflow:
         cliques: tuple[CliqueStatus, ...] = ()
         deadlines: tuple[DeadlineStatus, ...] = ()
         if self.state.topology is not None and self._snapshot is not None and self._evaluation is not None:
-            cliques = views.clique_statuses(self.state.topology, self._snapshot, self._evaluation)
-            deadlines = views.deadline_statuses(self._evaluation)
+            cliques = presentation.clique_statuses(self.state.topology, self._snapshot, self._evaluation)
+            deadlines = presentation.deadline_statuses(self._evaluation)
         return ReplicaStatus(
             ref=self.ref, phase=self.state.phase, paused=self.state.paused, pause_reason=self.state.pause_reason,
             incarnation=self.state.incarnation, problems=self._problems, cliques=cliques, deadlines=deadlines,
@@ -548,7 +548,7 @@ class ReplicaWorkflow:
             if self._evaluation and (self.state.paused or self._held) else (),
             rejected=tuple(self._rejected),
             observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.state.runs,
-            startup=views.startup_lines(self._startup, self._snapshot, self.state.topology),
+            startup=presentation.startup_lines(self._startup, self._snapshot, self.state.topology),
             rollout=self._rollout.view(),
             nudges=self._received.nudges, signals=self._received.signals, updates=self._received.updates,
             nudges_total=self.state.nudges_total,
