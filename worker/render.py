@@ -12,7 +12,7 @@ from rich.table import Table
 
 from grove.durations import format_duration
 from grove.termination import clock
-from worker.ops import ReplicaWorkflow
+from worker.replica_client import ReplicaWorkflow
 from workflows.messages import ReplicaStatus
 
 if TYPE_CHECKING:

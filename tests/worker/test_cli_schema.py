@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from tests.corpus.bad_manifests import base
 from worker.cli import app
 from worker.kubecontext import context_namespace
-from worker.ops import ReplicaWorkflow
 from worker.output import render, wire
+from worker.replica_client import ReplicaWorkflow
 from workflows.messages import CliqueStatus, DeadlineStatus, Phase, ReplicaRef, ReplicaStatus, Scope
 
 T0 = datetime(2026, 11, 23, 17, 2, 3, 500000, tzinfo=UTC)
