@@ -180,7 +180,7 @@ async def _show_replicas(address: str, wanted: list[tuple[str, str, int]], timeo
     client = await connect(TemporalSettings(address=address))
     deadline = time.monotonic() + timeout
     expected = sum(replicas for _, _, replicas in wanted)
-    found: list[replica_client.ReplicaWorkflow] = []
+    found: list[replica_client.ReplicaExecution] = []
     while time.monotonic() < deadline:
         found = [w for namespace, pcs, _ in wanted
                  for w in await replica_client.list_replicas(client, namespace=namespace, pcs=pcs) if w.phase != "Pending"]
