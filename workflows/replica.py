@@ -5,6 +5,11 @@ availability → mirror status → carry out what is due → wait for a nudge, a
 terminationDelay deadline (one durable timer). The memory that matters (was-available per PodClique incarnation,
 breach starts, pause, the termination log) lives in workflow state, so a worker crash, a redeploy or
 continue-as-new cannot reset a timer, forget availability or terminate twice.
+
+The class keeps the loop and the Temporal handlers; each other concern is a deterministic helper of its own:
+when to look again (workflows/nudges.py), pause/resume/force-terminate (workflows/controls.py), phase, search
+attributes, status answer and UI (workflows/presentation.py), a rolling update turn (workflows/replica_rollout.py),
+the message budget per run (workflows/signals.py).
 """
 
 from __future__ import annotations
