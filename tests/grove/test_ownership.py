@@ -29,7 +29,7 @@ GROUPS = scaling_groups_of(PCS_UID, [OUR_GROUP, FOREIGN_GROUP])
 
 
 def test_scaling_groups_of_counts_only_those_the_pcs_controls_by_uid() -> None:
-    assert GROUPS == frozenset({"sg-uid"})
+    assert frozenset({"sg-uid"}) == GROUPS
     uncontrolled = _obj("p-0-x", _ref("PodCliqueSet", "p", PCS_UID, controller=False), uid="x-uid")
     assert scaling_groups_of(PCS_UID, [uncontrolled, _obj("p-0-y", uid="y-uid")]) == frozenset()
 
