@@ -23,6 +23,7 @@ import urllib3
 from kubernetes import client, config
 
 from grove.names import LABEL_MANAGED_BY, MANAGED_BY, SCHEDULING_GATE
+from grove.ownership import controller_reference
 
 JSON = dict[str, Any]
 
@@ -419,10 +420,10 @@ def pod_gated(pod: JSON) -> bool:
 
 
 def controller_uid(obj: JSON) -> str | None:
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
+    """The UID of the object's one controller reference (grove.ownership's rule); None if it has none."""
+    ref = controller_reference(obj)
+    uid = ref.get("uid") if ref is not None else None
+    return uid if isinstance(uid, str) and uid else None
 
 
 # --- the one list+watch loop -----------------------------------------------------------------------------------
