@@ -19,6 +19,7 @@ ACCEPTS = {
     "b3": {"sizes", "per_pcs", "profile"},
     "b4": {"replicas", "window", "per_pcs"},
     "b5": {"replicas", "per_pcs", "profile"},
+    "scale": {"replicas", "interval"},
 }
 
 
@@ -28,10 +29,13 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     scenario: Annotated[str, typer.Argument(help="b1 release latency, b2 termination accuracy, b3 scale, "
-                                                 "b4 idle cost, b5 recovery")],
-    replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); b2: breaches (20); "
+                                                 "b4 idle cost, b5 recovery, scale: PCSG scale write → "
+                                                 "gates released")],
+    replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); scale: scale writes (20); "
+                                                     "b2: breaches (20); "
                                                      "b4: settled replicas (200); b5: active replicas (100)")] = None,
-    interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations (1.5)")] = None,
+    interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations, scale: between "
+                                                       "scale writes (1.5)")] = None,
     delay: Annotated[float | None, typer.Option(help="b2: terminationDelay in seconds (5)")] = None,
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,

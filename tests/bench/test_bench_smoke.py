@@ -91,6 +91,17 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     assert results["worker_ready_after_kill_s"] and results["watcher_lease_taken_after_kill_s"]
 
 
+async def test_scale_write_to_release_against_the_floor(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("scale", {"replicas": 2, "interval": 1.0}, stack=stack), "scale")
+    for side in ("product_s", "floor_s"):
+        for metric in ("scale_write_to_created", "scale_write_to_released", "scale_write_to_scheduled"):
+            _positive_summary(results[side][metric], 2)
+        created, released = results[side]["scale_write_to_created"], results[side]["scale_write_to_released"]
+        assert created["max"] <= released["max"] <= results[side]["scale_write_to_scheduled"]["max"]
+    assert all(r["p50"] and r["p99"] for r in results["ratio_product_to_floor"].values())
+    assert set(results["targets"]) == {"released_p99_le_1s", "released_p99_le_3x_floor"}
+
+
 def test_cli_writes_the_json(tmp_path: Path) -> None:
     """The command as a user runs it: its own fresh stack, a table on stdout, the JSON where --out says."""
     done = subprocess.run(
