@@ -52,6 +52,16 @@ async def test_b1_release_against_the_floor(stack: LocalStack) -> None:
     assert set(results["targets"]) == {"scaled_release_p99_le_1s", "scaled_release_p99_le_3x_floor"}
 
 
+async def test_b1_with_two_backends_gives_each_its_rows_and_floor(stack: LocalStack) -> None:
+    result = await run_scenario("b1", {"replicas": 2, "interval": 1.0, "backends": ("kube", "none")}, stack=stack)
+    results = _envelope_ok(result, "b1")
+    assert set(results["backends"]) == {"kube", "none"}
+    for one in results["backends"].values():
+        for side in ("product_s", "floor_s"):
+            _positive_summary(one[side]["scaled_release_after_base_scheduled"], 2)
+    assert any("kube, none" in note for note in result["notes"])
+
+
 async def test_b2_termination_is_never_early(stack: LocalStack) -> None:
     results = _envelope_ok(await run_scenario("b2", {"replicas": 2, "delay": 2.0}, stack=stack), "b2")
     _positive_summary(results["late_observed_s"], 2)
