@@ -32,7 +32,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.env import REPO
 from bench.observer import Observer, Tracked
 from bench.profile import Profiler
-from bench.stats import ratio, summary
+from bench.stats import against_floor
 from bench.workload import create, live_pods, release_shape, sleep_until
 from grove import names
 
@@ -146,9 +146,7 @@ def _run(cluster: BenchCluster, replicas: int, interval: float, timeout: float, 
         floor_proc.wait(10)
         if backend is not None:
             worker.stop()
-    product = {m: summary(v) for m, v in product_samples.items()}
-    floor_ = {m: summary(v) for m, v in floor_samples.items()}
-    ratios = {m: {q: ratio(product[m].get(q), floor_[m].get(q)) for q in ("p50", "p99")} for m in METRICS}
+    product, floor_, ratios = against_floor(product_samples, floor_samples, METRICS)
     scaled_p99 = product["scaled_release_after_base_scheduled"].get("p99")
     return {
         "replicas": replicas,

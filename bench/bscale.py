@@ -28,7 +28,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.env import REPO
 from bench.observer import Observer, Tracked
 from bench.scale_floor import pcsg_of, scale_shape, scaling_group_object
-from bench.stats import ratio, summary
+from bench.stats import against_floor
 from bench.workload import create, live_pods, sleep_until
 from grove import names
 
@@ -127,9 +127,7 @@ def _run(cluster: BenchCluster, replicas: int, interval: float, timeout: float) 
     finally:
         floor_proc.terminate()
         floor_proc.wait(10)
-    product = {m: summary(v) for m, v in product_samples.items()}
-    floor_ = {m: summary(v) for m, v in floor_samples.items()}
-    ratios = {m: {q: ratio(product[m].get(q), floor_[m].get(q)) for q in ("p50", "p99")} for m in METRICS}
+    product, floor_, ratios = against_floor(product_samples, floor_samples, METRICS)
     released_p99 = product["scale_write_to_released"].get("p99")
     return {
         "scale_writes": replicas,
