@@ -10,6 +10,13 @@ Per replica (times are arrivals at the benchmark's one observer, see bench/obser
 - base_release_per_pod: a base pod first seen (created, gated) → seen ungated.
 - scaled_release_after_base_scheduled: the last base pod seen bound to a node (the base gang is scheduled)
   → the last scaled pod seen ungated.
+
+With `backends` (`--backends kube,none`), the whole measurement (floor, then product) runs once per gang scheduler
+backend on the same stack, one after the other, each in namespaces of its own with a worker of its own (stopped
+before the next backend starts). The product's PodCliqueSets carry the backend as their
+`grove-temporal.io/scheduler-backend` annotation; the floor is the same gates-only floor every time (it creates no
+native PodGroup: it is the least any controller must do to release the gates). Results are under
+`backends.<name>`, so the table shows each backend's rows beside its own floor.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.env import REPO
 from bench.observer import Observer, Tracked
 from bench.profile import Profiler
-from bench.stats import ratio, summary
+from bench.stats import against_floor
 from bench.workload import create, live_pods, release_shape, sleep_until
 from grove import names
 
@@ -68,12 +75,14 @@ def _all_out(observer: Observer, namespace: str, count: int) -> bool:
 
 
 def _drive(cluster: BenchCluster, observer: Observer, namespace: str, replicas: int, interval: float,
-           product: bool, timeout: float) -> dict[str, float]:
+           product: bool, timeout: float, backend: str | None = None) -> dict[str, float]:
     created: dict[str, float] = {}
     prefix = "p" if product else "f"
     for index in [-1, *range(replicas)]:
         name = f"{prefix}warm" if index < 0 else f"{prefix}{index:03d}"
         manifest = release_shape(name, namespace)
+        if backend is not None:
+            manifest["metadata"]["annotations"] = {names.ANNOTATION_SCHEDULER_BACKEND: backend}
         t0 = time.time()
         if product:
             create(cluster.kube, manifest)
@@ -103,13 +112,24 @@ def _start_floor(cluster: BenchCluster, namespace: str) -> tuple[subprocess.Pope
 
 
 async def run(clusters: Clusters, *, replicas: int = 20, interval: float = 1.5, timeout: float = 300.0,
-              profile: bool = False) -> dict[str, Any]:
-    async with clusters.cluster(pods=2 * (replicas + 1) * PODS_PER_REPLICA) as cluster:
-        return _run(cluster, replicas, interval, timeout, profile)
+              profile: bool = False, backends: tuple[str, ...] = ()) -> dict[str, Any]:
+    unknown = [b for b in backends if b not in names.BACKEND_VALUES]
+    if unknown:
+        raise ValueError(f"--backends: unknown backend(s) {', '.join(unknown)}; one of {', '.join(names.BACKEND_VALUES)}")
+    rounds = max(len(backends), 1)
+    async with clusters.cluster(pods=2 * rounds * (replicas + 1) * PODS_PER_REPLICA) as cluster:
+        if not backends:
+            return _run(cluster, replicas, interval, timeout, profile)
+        by_backend = {b: _run(cluster, replicas, interval, timeout, profile, backend=b) for b in backends}
+        return {"replicas": replicas, "backends": by_backend,
+                "notes": [f"backends run one after the other on one stack, in this order: {', '.join(backends)}; "
+                          "each against its own gates-only floor measured just before it"]}
 
 
-def _run(cluster: BenchCluster, replicas: int, interval: float, timeout: float, profile: bool) -> dict[str, Any]:
-    product_ns, floor_ns = cluster.namespace("b1-product"), cluster.namespace("b1-floor")
+def _run(cluster: BenchCluster, replicas: int, interval: float, timeout: float, profile: bool,
+         backend: str | None = None) -> dict[str, Any]:
+    tag = f"-{backend}" if backend else ""
+    product_ns, floor_ns = cluster.namespace(f"b1-product{tag}"), cluster.namespace(f"b1-floor{tag}")
     worker = cluster.worker(product_ns)
     floor_proc, _ = _start_floor(cluster, floor_ns)
     try:
@@ -117,16 +137,16 @@ def _run(cluster: BenchCluster, replicas: int, interval: float, timeout: float, 
         with Observer(cluster.kube, [product_ns, floor_ns]) as observer:
             floor_created = _drive(cluster, observer, floor_ns, replicas, interval, False, timeout)
             profiler = Profiler(worker.pid, cluster.log_dir / "py-spy-b1.txt").start() if profile else None
-            product_created = _drive(cluster, observer, product_ns, replicas, interval, True, timeout)
+            product_created = _drive(cluster, observer, product_ns, replicas, interval, True, timeout, backend)
             profiled = profiler.stop() if profiler is not None else None
             floor_samples = _measure(observer, floor_ns, floor_created)
             product_samples = _measure(observer, product_ns, product_created)
     finally:
         floor_proc.terminate()
         floor_proc.wait(10)
-    product = {m: summary(v) for m, v in product_samples.items()}
-    floor_ = {m: summary(v) for m, v in floor_samples.items()}
-    ratios = {m: {q: ratio(product[m].get(q), floor_[m].get(q)) for q in ("p50", "p99")} for m in METRICS}
+        if backend is not None:
+            worker.stop()
+    product, floor_, ratios = against_floor(product_samples, floor_samples, METRICS)
     scaled_p99 = product["scaled_release_after_base_scheduled"].get("p99")
     return {
         "replicas": replicas,

@@ -14,12 +14,26 @@ import typer
 REPO = Path(__file__).resolve().parents[1]
 # Which options each scenario takes (defaults live with the scenario, in bench/).
 ACCEPTS = {
-    "b1": {"replicas", "interval", "profile"},
+    "b1": {"replicas", "interval", "profile", "backends"},
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile"},
     "b4": {"replicas", "window", "per_pcs"},
     "b5": {"replicas", "per_pcs", "profile"},
+    "scale": {"replicas", "interval"},
 }
+
+
+def _backends(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    from grove import names
+
+    chosen = tuple(b.strip() for b in value.split(",") if b.strip())
+    wrong = [b for b in chosen if b not in names.BACKEND_VALUES]
+    if not chosen or wrong or len(set(chosen)) != len(chosen):
+        raise typer.BadParameter(f"{value!r}: a comma-separated list of distinct backends out of "
+                                 f"{', '.join(names.BACKEND_VALUES)}", param_hint="'--backends'")
+    return chosen
 
 
 def register(app: typer.Typer) -> None:
@@ -28,16 +42,23 @@ def register(app: typer.Typer) -> None:
 
 def bench(
     scenario: Annotated[str, typer.Argument(help="b1 release latency, b2 termination accuracy, b3 scale, "
-                                                 "b4 idle cost, b5 recovery")],
-    replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); b2: breaches (20); "
+                                                 "b4 idle cost, b5 recovery, scale: PCSG scale write → "
+                                                 "gates released")],
+    replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); scale: scale writes (20); "
+                                                     "b2: breaches (20); "
                                                      "b4: settled replicas (200); b5: active replicas (100)")] = None,
-    interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations (1.5)")] = None,
+    interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations, scale: between "
+                                                       "scale writes (1.5)")] = None,
     delay: Annotated[float | None, typer.Option(help="b2: terminationDelay in seconds (5)")] = None,
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
     per_pcs: Annotated[int | None, typer.Option(help="b3-b5: replicas per PodCliqueSet (10)")] = None,
     profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
                                                "JSON)")] = False,
+    backends: Annotated[str | None, typer.Option(help="b1: comma-separated gang scheduler backends measured one "
+                                                      "after the other on one stack, each beside its floor "
+                                                      "(e.g. kube,none); default: the worker's "
+                                                      "($GROVE_TEMPORAL_SCHEDULER_BACKEND)")] = None,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
 ) -> None:
     """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
@@ -51,7 +72,8 @@ def bench(
     given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "window": window,
                              "per_pcs": per_pcs,
                              "profile": profile or None,
-                             "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None}
+                             "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
+                             "backends": _backends(backends)}
     given = {k: v for k, v in given.items() if v is not None}
     wrong = sorted(set(given) - ACCEPTS[scenario])
     if wrong:

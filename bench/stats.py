@@ -35,3 +35,12 @@ def ratio(numerator: float | None, denominator: float | None, digits: int = 2) -
     if numerator is None or not denominator:
         return None
     return round(numerator / denominator, digits)
+
+
+def against_floor(product_samples: dict[str, list[float]], floor_samples: dict[str, list[float]],
+                  metrics: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, float | None]]]:
+    """Summaries of both sides and the product/floor ratio of p50 and p99 for each metric."""
+    product = {m: summary(v) for m, v in product_samples.items()}
+    floor = {m: summary(v) for m, v in floor_samples.items()}
+    ratios = {m: {q: ratio(product[m].get(q), floor[m].get(q)) for q in ("p50", "p99")} for m in metrics}
+    return product, floor, ratios

@@ -17,7 +17,7 @@ from grove.durations import format_duration
 from grove.models import PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec
 from grove.problems import Problem
 from grove.rollout import pod_template_hash
-from grove.scale import ObservedCounts
+from grove.scale import ObservedCounts, most_pods, most_scaling_group_replicas
 from grove.startup import PodCliqueRef, clique_dependencies, resolve
 from grove.topology import CliqueUnit, ReplicaTopology, ScalingGroupUnit
 from grove.validation import defaulted, validate_pcs
@@ -399,7 +399,7 @@ class _Planner:
         return PodCliquePlan(
             name=name,
             clique=clique.name,
-            replicas=self.counts.pod_clique(name, clique.spec.replicas, min_available),
+            replicas=self.counts.pod_clique(name, clique.spec.replicas, min_available, most_pods(name)),
             min_available=min_available,
             pod_gang=gang,
             base=gang == self.base_gang,
@@ -425,7 +425,9 @@ class _Planner:
         """(replicas, minAvailable) of a scaling group: replicas as stored on the PCSG object once it exists."""
         template, min_available = _group_counts(group)
         name = names.pcsg_name(self.name, self.replica, group.name)
-        return self.counts.scaling_group(name, template, min_available), min_available
+        most = most_scaling_group_replicas(name, {c: self.cliques[c].spec.replicas for c in group.clique_names
+                                                  if c in self.cliques})
+        return self.counts.scaling_group(name, template, min_available, most), min_available
 
     def gang(self, name: str, members: list[PodCliquePlan], ref: ScalingGroupRef | None) -> PodGangPlan:
         labels = self.common_labels(name, names.COMPONENT_PODGANG)

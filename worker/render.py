@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -45,7 +45,8 @@ def replica_list(workflows: Sequence[ReplicaExecution]) -> None:
     console.print(table)
 
 
-def statuses(items: Sequence[ReplicaStatus]) -> None:
+def statuses(items: Sequence[ReplicaStatus], placement: Callable[[ReplicaStatus], list[str]] = lambda _s: []) -> None:
+    """`placement`: lines saying why a waiting base gang is not placed (worker.placement, read from Kubernetes)."""
     console = _console()
     if not items:
         console.print("no running replica workflows")
@@ -63,6 +64,8 @@ def statuses(items: Sequence[ReplicaStatus]) -> None:
         if status.waiting_for:
             why = " (scheduled all together or not at all)" if status.scheduler_backend == "kube" else ""
             console.print(f"  base gang waiting for: {', '.join(status.waiting_for)}{why}")
+            for line in placement(status):
+                console.print(f"    {line}", markup=False)
         if status.scheduler_backend:
             console.print(f"  scheduler backend: {status.scheduler_backend}")
         for line in status.startup:

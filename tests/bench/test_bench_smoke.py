@@ -52,6 +52,16 @@ async def test_b1_release_against_the_floor(stack: LocalStack) -> None:
     assert set(results["targets"]) == {"scaled_release_p99_le_1s", "scaled_release_p99_le_3x_floor"}
 
 
+async def test_b1_with_two_backends_gives_each_its_rows_and_floor(stack: LocalStack) -> None:
+    result = await run_scenario("b1", {"replicas": 2, "interval": 1.0, "backends": ("kube", "none")}, stack=stack)
+    results = _envelope_ok(result, "b1")
+    assert set(results["backends"]) == {"kube", "none"}
+    for one in results["backends"].values():
+        for side in ("product_s", "floor_s"):
+            _positive_summary(one[side]["scaled_release_after_base_scheduled"], 2)
+    assert any("kube, none" in note for note in result["notes"])
+
+
 async def test_b2_termination_is_never_early(stack: LocalStack) -> None:
     results = _envelope_ok(await run_scenario("b2", {"replicas": 2, "delay": 2.0}, stack=stack), "b2")
     _positive_summary(results["late_observed_s"], 2)
@@ -89,6 +99,17 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     _positive_summary(results["progressed_after_kill_s"], 3)
     assert abs(results["all_progressed_after_kill_s"] - results["progressed_after_kill_s"]["max"]) < 0.01
     assert results["worker_ready_after_kill_s"] and results["watcher_lease_taken_after_kill_s"]
+
+
+async def test_scale_write_to_release_against_the_floor(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("scale", {"replicas": 2, "interval": 1.0}, stack=stack), "scale")
+    for side in ("product_s", "floor_s"):
+        for metric in ("scale_write_to_created", "scale_write_to_released", "scale_write_to_scheduled"):
+            _positive_summary(results[side][metric], 2)
+        created, released = results[side]["scale_write_to_created"], results[side]["scale_write_to_released"]
+        assert created["max"] <= released["max"] <= results[side]["scale_write_to_scheduled"]["max"]
+    assert all(r["p50"] and r["p99"] for r in results["ratio_product_to_floor"].values())
+    assert set(results["targets"]) == {"released_p99_le_1s", "released_p99_le_3x_floor"}
 
 
 def test_cli_writes_the_json(tmp_path: Path) -> None:

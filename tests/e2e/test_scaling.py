@@ -218,3 +218,30 @@ async def test_grove_fields_not_implemented_get_a_condition_and_an_event_and_the
                        content_type="application/json-patch+json")
     wait_for(lambda: (cluster.condition("pcs", "unsup", names.CONDITION_UNSUPPORTED_FIELDS) or {}).get("status")
              == "False", timeout=30, what="UnsupportedFields=False once the fields are gone")
+
+
+async def test_a_scale_write_over_the_name_limit_is_clamped_and_never_half_created(
+        cluster: Cluster, worker_process: WorkerProcess, timeline: Timeline) -> None:
+    """Pod names are hostnames and PodClique names are label values: both at most 63 characters. With a 47-character
+    PCS name, `<pcs>-0-sg-9-leader-0` is 63 characters, so PCSG `sg` fits 10 replicas and a write of 12 is kept at
+    10: written back and reported, replica 10 and 11 never created (not even partly)."""
+    name = "name-limit-" + "x" * 36
+    pcsg = f"{name}-0-sg"
+    group = {"name": "sg", "replicas": 2, "minAvailable": 1, "cliqueNames": ["leader"]}
+    cluster.apply(pcs_manifest(name, cluster.namespace, cliques=[clique("router", 1, 1), clique("leader", 1, 1)],
+                               scaling_groups=[group]))
+    wait_for(lambda: cluster.ready_pods(3), timeout=60, what="3 Ready pods")
+    scale(cluster, SCALINGGROUPS, pcsg, 12)
+    wait_for(lambda: spec_replicas(cluster, SCALINGGROUPS, pcsg) == 10, timeout=60,
+             what="PCSG count clamped to the name limit")
+    wait_for(lambda: cluster.ready_pods(11), timeout=120, what="11 Ready pods (router + 10 sg replicas)")
+    held(cluster, SCALINGGROUPS, pcsg, 10)
+    pods = [p["metadata"]["name"] for p in cluster.pods()]
+    assert max(len(p) for p in pods) == names.MAX_NAME_LENGTH, pods
+    assert f"{pcsg}-9-leader-0" in pods
+    assert not [k for k in cluster.inventory() if f"{pcsg}-10-" in k or f"{pcsg}-11-" in k]
+    for never in (f"{pcsg}-10-leader", f"{pcsg}-11-leader"):
+        assert timeline.of("PodClique", never) == [], f"{never} was created"
+    events = cluster.events("ScaleClamped")
+    assert events and (f"PodCliqueScalingGroup {pcsg}: spec.replicas 12 would generate names over 63 characters"
+                       in events[-1]["message"]) and "kept at 10" in events[-1]["message"], events

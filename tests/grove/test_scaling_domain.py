@@ -18,6 +18,9 @@ from grove.plan import plan_replica
 from grove.scale import (
     ObservedCounts,
     clamped,
+    most_indices,
+    most_pods,
+    most_scaling_group_replicas,
     observed_counts,
     podclique_selector,
     scaling_group_selector,
@@ -250,3 +253,67 @@ def test_selectors_select_the_pods_of_the_object() -> None:
     other = plan.pod("simple3-0-pca", 0)
     assert not dict(pair.split("=", 1) for pair in scaling_group_selector("simple3", "simple3-0-sga").split(
         ",")).items() <= other.labels.items()
+
+
+# --- the name limit on scale-up (63 characters: pod names are hostnames, PodClique names are label values) --------
+LONG = "p" * 47  # `<LONG>-0-sg-9-worker-1` is 63 characters: 10 scaling group replicas fit, 11 do not
+
+
+def long_named() -> PodCliqueSet:
+    return pcs_of({
+        "apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
+        "metadata": {"name": LONG, "namespace": "default"},
+        "spec": {"replicas": 1, "template": {
+            "cliques": [{"name": c, "spec": {"replicas": 2, "minAvailable": 1, "podSpec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}} for c in ("leader", "worker")],
+            "podCliqueScalingGroups": [{"name": "sg", "replicas": 3, "minAvailable": 2,
+                                         "cliqueNames": ["leader", "worker"]}]}},
+    })
+
+
+def test_name_limit_arithmetic() -> None:
+    assert most_indices("a" * 61) == 10  # `a...a-9` is 63
+    assert most_indices("a" * 60) == 100
+    assert most_indices("a" * 62) == 0
+    assert most_pods("x" * 59) == 1000
+    assert most_scaling_group_replicas(f"{LONG}-0-sg", {"leader": 2, "worker": 2}) == 10
+    assert most_scaling_group_replicas(f"{LONG}-0-sg", {"leader": 2, "worker": 12}) == 0  # `worker-11`: no digit left
+
+
+def test_a_template_within_the_limit_validates_and_plans_unchanged() -> None:
+    pcs = long_named()
+    assert validate_pcs(pcs) == []
+    plan = plan_replica(pcs, 0)
+    assert plan.scaling_group(f"{LONG}-0-sg").replicas == 3
+    assert max(len(names.pod_name(p.name, p.replicas - 1)) for p in plan.pod_cliques) <= names.MAX_NAME_LENGTH
+
+
+def test_a_scale_write_over_the_name_limit_is_clamped_whole_and_reported() -> None:
+    pcs = long_named()
+    pcsg, leader = f"{LONG}-0-sg", f"{LONG}-0-sg-0-leader"
+    counts = ObservedCounts(scaling_groups={pcsg: 12}, pod_cliques={leader: 150})
+    plan = plan_replica(pcs, 0, counts)
+    assert plan.scaling_group(pcsg).replicas == 10
+    # Never half-created: every planned PodClique and pod name fits, and the last replica that fits is whole.
+    assert {p.name for p in plan.pod_cliques if p.name.startswith(f"{pcsg}-9-")} == {
+        f"{pcsg}-9-leader", f"{pcsg}-9-worker"}
+    assert not any(p.name.startswith(f"{pcsg}-10-") for p in plan.pod_cliques)
+    assert all(len(p.name) <= names.MAX_NAME_LENGTH for p in plan.pod_cliques)
+    assert all(len(names.pod_name(p.name, p.replicas - 1)) <= names.MAX_NAME_LENGTH for p in plan.pod_cliques)
+    assert plan.pod_clique(leader).replicas == 10  # `<leader>-9` is 63 characters
+    assert [g.name for g in plan.scaled_gangs] == [f"{pcsg}-{k}" for k in range(8)]
+    planned = {pcsg: 10, leader: 10}
+    assert clamped(counts, planned) == [
+        f"PodCliqueScalingGroup {pcsg}: spec.replicas 12 would generate names over 63 characters "
+        f"(index 10 and up: {pcsg}-10...); kept at 10",
+        f"PodClique {leader}: spec.replicas 150 would generate names over 63 characters "
+        f"(index 10 and up: {leader}-10...); kept at 10"]
+
+
+def test_the_name_limit_never_lowers_a_count_below_min_available_nor_touches_counts_that_fit() -> None:
+    pcs = long_named()
+    pcsg = f"{LONG}-0-sg"
+    plan = plan_replica(pcs, 0, ObservedCounts(scaling_groups={pcsg: 10}))
+    assert plan.scaling_group(pcsg).replicas == 10
+    assert clamped(ObservedCounts(scaling_groups={pcsg: 10}), {pcsg: 10}) == []
+    assert ObservedCounts(scaling_groups={"x": 5}).scaling_group("x", 3, 2, most=1) == 2

@@ -126,7 +126,9 @@ def status(
 
     def show(statuses: list[Any], compact: bool) -> None:
         if output == "table":
-            render.statuses(statuses)
+            from worker.placement import placement_reasons
+
+            render.statuses(statuses, placement_reasons)
         else:
             from worker.output import render as as_text
 
