@@ -130,9 +130,12 @@ def _target(call: TerminateCall) -> tuple[str, str | None, int | None]:
 
 def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: dict[ReplicaKey, int],
                  events: list[JSON], pcs_uids: dict[str, str], pclqs: dict[str, PclqRecord],
-                 paused: set[ReplicaKey], settled: bool, planned: set[str] | None = None) -> Findings:
+                 paused: set[ReplicaKey], settled: bool, planned: set[str] | None = None,
+                 rollout_cliques: set[str] | None = None) -> Findings:
     """`planned`: the PodClique names of the plans (the template's counts). A PodClique outside them exists only
-    because an HPA-style scale-up made it, and the scale-in back to the template removes it: not a termination."""
+    because an HPA-style scale-up made it, and the scale-in back to the template removes it: not a termination.
+    `rollout_cliques`: PodClique UIDs a rolling update deleted (whole PCSG replicas recreated from the new
+    template, named by a recreate_for_update activity in the histories): not a termination either."""
     found = Findings()
     for key, digest in digests.items():
         calls = digest.terminations
@@ -173,6 +176,9 @@ def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: 
                 found.counts["pclq_deletions_seen"] += 1
                 if planned is not None and record.name not in planned:
                     found.counts["pclq_scaled_in_seen"] += 1
+                    continue
+                if rollout_cliques and record.uid in rollout_cliques:
+                    found.counts["pclq_rollout_deletions_seen"] += 1
                     continue
                 if record.uid not in named:
                     found.violate(EXACTLY_ONCE, f"unexplained/{record.uid}", f"{key}: PodClique {record.name} "
@@ -261,6 +267,7 @@ class LiveObjects:
     pods: list[JSON]
     services: list[JSON]
     nodes: set[str]
+    pcses: list[JSON] = field(default_factory=list)
 
 
 def _meta(obj: JSON) -> JSON:
