@@ -47,14 +47,16 @@ class _Down:
     unit: str  # pod name, or PCSG replica
 
 
-def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[set[str], set[str]]:
-    """(pod UIDs, PodClique UIDs) some rollout step of a replica workflow asked to delete."""
+def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[set[str], dict[str, float]]:
+    """(pod UIDs, PodClique UID -> when the step was scheduled) some rollout step of a replica workflow asked to
+    delete."""
     pods: set[str] = set()
-    cliques: set[str] = set()
+    cliques: dict[str, float] = {}
     for digest in digests.values():
         for call in digest.recreations:
             pods |= set(call.request.pods.values())
-            cliques |= set(call.request.cliques.values())
+            for uid in call.request.cliques.values():
+                cliques.setdefault(uid, call.scheduled_at.timestamp())
     return pods, cliques
 
 
@@ -70,6 +72,7 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
     """Replays our pod stream with the rollout's deletions (by UID, from the histories) marked."""
     found = Findings()
     pod_uids, clique_uids = rollout_deleted(digests)
+    unit_was_available: dict[tuple[ReplicaKey, str, str, str], bool] = {}  # (key, pcsg, replica, clique uid)
     last: dict[str, PodState] = {}  # uid -> last state seen
     down: dict[str, _Down] = {}  # pod name -> unit it keeps down, until a new incarnation of the name is Ready
     deleted_hash: dict[str, str] = {}  # pod name -> hash of the incarnation the rollout deleted last
@@ -83,7 +86,10 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
             continue
         before = last.get(pod.uid)
         last[pod.uid] = pod
-        by_rollout = pod.uid in pod_uids or pod.owner_uid in clique_uids
+        # A pod of a PodClique the rollout deleted is the rollout's only if it went after the step was scheduled
+        # (an incarnation a lost node took earlier had the same owner).
+        by_rollout = pod.uid in pod_uids or (pod.owner_uid in clique_uids and (before is None or not before.deleting)
+                                             and event.at >= clique_uids[pod.owner_uid] - 1.0)
         if by_rollout and pod.uid not in counted and (pod.deleting or event.type == "DELETED"):
             counted.add(pod.uid)
             found.counts["rollout_pod_deletions_checked"] += 1
@@ -94,8 +100,21 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
                               f"{pod.name} twice at template hash {template} (second: {pod.uid})")
             seen_pairs.add(pair)
             deleted_hash[pod.name] = template
-            if before is not None and before.ready and not before.deleting:
-                down[pod.name] = _unit(key, pod)
+            unit = _unit(key, pod)
+            if pod.uid in pod_uids:
+                if before is not None and before.ready and not before.deleting:
+                    down[pod.name] = unit
+            else:
+                # A PCSG replica costs budget only if it was available when the rollout deleted it: decided at its
+                # first pod seen going, from the last state of every pod of the unit.
+                decided = (key, unit.group, unit.unit, pod.owner_uid)
+                if decided not in unit_was_available:
+                    members = [before if p.uid == pod.uid else p for p in last.values()
+                               if p is not None and _labels_key(p.labels) == key and _unit(key, p) == unit
+                               and p.owner_uid in clique_uids]
+                    unit_was_available[decided] = all(m is not None and m.ready and not m.deleting for m in members)
+                if unit_was_available[decided]:
+                    down[pod.name] = unit
         elif event.type != "DELETED" and not pod.deleting and pod.name in deleted_hash and pod.uid not in counted:
             template = pod.labels.get(names.LABEL_POD_TEMPLATE_HASH, "")
             was = deleted_hash.get(pod.name)
@@ -104,6 +123,8 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
                               f"the rollout at hash {template} and recreated at the same hash ({pod.uid})")
             if pod.ready:
                 down.pop(pod.name, None)
+        if event.type == "DELETED":
+            last.pop(pod.uid, None)
         # the budget at this instant
         units: dict[tuple[ReplicaKey, str], set[str]] = defaultdict(set)
         replicas: dict[str, set[int]] = defaultdict(set)
@@ -145,8 +166,10 @@ def rollout_incomplete(pcses: Iterable[JSON], pods: Iterable[JSON]) -> list[str]
         for pod in pods:
             meta = _meta(pod)
             labels = meta.get("labels") or {}
-            if labels.get(names.LABEL_PART_OF) != name or not _ours(pod) or meta.get("deletionTimestamp"):
-                continue
+            controller: JSON = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
+            if (labels.get(names.LABEL_PART_OF) != name or not _ours(pod) or meta.get("deletionTimestamp")
+                    or controller.get("kind") != names.KIND_PODCLIQUE):
+                continue  # look-alikes carry our labels, not our owner
             pclq = labels.get(names.LABEL_PODCLIQUE, "")
             clique = next((c for c in wanted if pclq.endswith(f"-{c}")), None)
             have = labels.get(names.LABEL_POD_TEMPLATE_HASH)

@@ -416,7 +416,7 @@ class FaultRun:
         found.merge(invariants.never_early(digests, pclqs))
         planned = {pclq.name for plan in plans.values() for pclq in plan.pod_cliques}
         found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled, planned,
-                                            rollout_cliques))
+                                            set(rollout_cliques)))
         found.merge(rollout_invariants.rollout_budget_and_once(pod_events, digests))
         if settled:
             changed = [p for p in live.pcses if p["metadata"]["name"] in self.changed]

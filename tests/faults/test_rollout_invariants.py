@@ -47,7 +47,9 @@ def events(*states: PodState) -> list[PodEvent]:
 def digests(*requests: RecreateRequest) -> dict[tuple[str, int], WorkflowDigest]:
     by_key: dict[tuple[str, int], list[RecreateCall]] = {}
     for i, request in enumerate(requests):
-        by_key.setdefault(("avail", request.ref.replica), []).append(RecreateCall("wf", "run", i, T0, request))
+        # scheduled at the epoch: before every event of these streams (their arrival times count from 0)
+        by_key.setdefault(("avail", request.ref.replica), []).append(
+            RecreateCall("wf", "run", i, datetime.fromtimestamp(0, UTC), request))
     return {key: WorkflowDigest("wf", [RunDigest("run", None, False, recreations=calls)])
             for key, calls in by_key.items()}
 
@@ -155,7 +157,8 @@ def pcs_obj(image: str, updated: int, replicas: int = 1) -> dict:
 
 
 def live_pod(hash_: str) -> dict:
-    return {"metadata": {"name": "avail-0-frontend-0", "labels": {
+    return {"metadata": {"name": "avail-0-frontend-0", "ownerReferences": [
+        {"kind": names.KIND_PODCLIQUE, "name": "avail-0-frontend", "uid": "u", "controller": True}], "labels": {
         names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_PART_OF: "avail", names.LABEL_PODCLIQUE:
         "avail-0-frontend", names.LABEL_POD_TEMPLATE_HASH: hash_}}}
 
