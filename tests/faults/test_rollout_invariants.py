@@ -210,3 +210,34 @@ def test_template_changes_are_drawn_from_the_seed_and_only_when_enabled() -> Non
     assert {s.pcs for s in changes} <= {"avail", "pcsg"}
     assert {s.change for s in changes} <= {schedule.CHANGE_IMAGE, schedule.CHANGE_ENV}
     assert not any(s.action == schedule.TEMPLATE_CHANGE for steps in plan(0.0) for s in steps)
+
+
+def test_a_pcsg_replica_that_was_unavailable_when_deleted_costs_no_budget() -> None:
+    """grove.rollout.replica_step recreates unavailable PCSG replicas outside the budget: two at once is right."""
+    one: dict[str, Any] = dict(pcsg="avail-0-prefill", pclq="avail-0-prefill-1-worker")
+    two: dict[str, Any] = dict(pcsg="avail-0-prefill", pclq="avail-0-prefill-2-worker")
+    states = [pod("avail-0-prefill-1-worker-0", "p1", pcsg_replica=1, ready=False, **one),  # broken
+              pod("avail-0-prefill-1-worker-1", "q1", pcsg_replica=1, **one),
+              pod("avail-0-prefill-2-worker-0", "p2", pcsg_replica=2, **two),
+              pod("avail-0-prefill-1-worker-0", "p1", pcsg_replica=1, ready=False, deleting=True, **one),
+              pod("avail-0-prefill-1-worker-1", "q1", pcsg_replica=1, deleting=True, **one),
+              pod("avail-0-prefill-2-worker-0", "p2", pcsg_replica=2, deleting=True, **two)]
+    cliques = {"avail-0-prefill-1-worker": "pclq-avail-0-prefill-1-worker-0",
+               "avail-0-prefill-2-worker": "pclq-avail-0-prefill-2-worker-0"}
+    found = rollout_invariants.rollout_budget_and_once(events(*states), digests(recreate(cliques=cliques)))
+    assert found.violations == [] and found.counts["rollout_max_units_down"] == 1
+
+
+def test_an_incarnation_that_went_before_the_rollout_step_is_not_the_rollouts() -> None:
+    """A lost node's pod of the same PodClique was deleted earlier: not a second rollout deletion of its name."""
+    stream = events(pod("avail-0-prefill-0-worker-0", "old"), pod("avail-0-prefill-0-worker-0", "old", deleting=True),
+                    pod("avail-0-prefill-0-worker-0", "mid"), pod("avail-0-prefill-0-worker-0", "mid", deleting=True),
+                    pod("avail-0-prefill-0-worker-0", "new", hash_="new"))
+    stream = [PodEvent(e.seq, e.at, e.type, PodState(**{**vars(e.pod), **{
+        "labels": {**e.pod.labels, names.LABEL_PCSG: "avail-0-prefill", names.LABEL_PCSG_REPLICA_INDEX: "0"}}}))
+        for e in stream]
+    call = RecreateCall("wf", "run", 1, datetime.fromtimestamp(2.5, UTC), recreate(
+        cliques={"avail-0-prefill-0-worker": "pclq-avail-0-prefill-0-worker-0"}))
+    found = rollout_invariants.rollout_budget_and_once(stream, {("avail", 0): WorkflowDigest(
+        "wf", [RunDigest("run", None, False, recreations=[call])])})
+    assert found.violations == [] and found.counts["rollout_pod_deletions_checked"] == 1
