@@ -59,6 +59,6 @@ class NativeGangs:
         if self.backend != names.BACKEND_KUBE:
             return place_pod(body, self.backend)
         if not is_required(self.plan, pod_clique.name, index):
-            return body  # surplus: scheduled on its own once its gang is (activities/view.snapshot holds its gate)
+            return body  # surplus: scheduled on its own once its gang is (activities/observe.snapshot holds its gate)
         podgroup = self.ready.get(pod_clique.pod_gang)
         return None if podgroup is None else place_pod(body, self.backend, podgroup)

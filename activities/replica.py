@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
@@ -36,9 +36,7 @@ from activities.kubeapi import (
 )
 from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from activities.native_gangs import NativeGangs
-from activities.scaling import config_annotations, report_clamped, scale_in_order
-from activities.status import mirror, mirror_pcs
-from activities.view import (
+from activities.observe import (
     ClusterView,
     SpecReading,
     controller_uid,
@@ -51,7 +49,9 @@ from activities.view import (
     terminating,
     uid_of,
 )
-from grove import manifests, names
+from activities.scaling import config_annotations, report_clamped, scale_in_order
+from activities.status import mirror, mirror_pcs
+from grove import manifests, names, ownership
 from grove.plan import ReplicaPlan
 from workflows.contract import (
     DELETE_REPLICA,
@@ -233,12 +233,12 @@ class ReplicaActivities:
             # An invalid update changes nothing (DESIGN §4.1): a count read from an invalid spec deletes nothing.
             return DeleteReplicaResult(skipped_reason="the PodCliqueSet spec is invalid: " + "; ".join(spec.problems))
         selector = names.replica_selector(ref.pcs, ref.replica)
-        groups = _our_scaling_groups(self.kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector),
-                                     ref)
+        groups = ownership.scaling_groups_of(
+            ref.pcs_uid, self.kube.list_items(SCALINGGROUPS, ref.namespace, label_selector=selector))
         deleted: list[str] = []
         for resource in (PODCLIQUES, SCALINGGROUPS, PODGANGS, SERVICES):
             for obj in self.kube.list_items(resource, ref.namespace, label_selector=selector):
-                if (ours(obj) and not terminating(obj) and _owned_within(obj, ref, groups)
+                if (ours(obj) and not terminating(obj) and ownership.within_replica(obj, ref.pcs_uid, groups)
                         and self.kube.delete(resource, ref.namespace, name_of(obj), uid=uid_of(obj))):
                     deleted.append(f"{resource.kind}/{name_of(obj)}")
         if deleted:
@@ -276,18 +276,6 @@ def delete_incarnations(kube: Kube, namespace: str, cliques: dict[str, str]) -> 
         else:
             gone.append(name)
     return deleted, gone
-
-
-def _our_scaling_groups(groups: Iterable[JSON], ref: ReplicaRef) -> set[str]:
-    """UIDs of the PCSGs the PCS controls (terminating ones too: their PodCliques are still ours)."""
-    return {uid_of(g) for g in groups if controller_uid(g) == ref.pcs_uid}
-
-
-def _owned_within(obj: JSON, ref: ReplicaRef, scaling_groups: set[str]) -> bool:
-    """Owned by the PCS itself or by one of its PCSGs (`scaling_groups`, their UIDs): never a foreign object, even
-    one with our labels and a PodCliqueScalingGroup owner of its own."""
-    owners = {r.get("uid") for r in obj.get("metadata", {}).get("ownerReferences") or []}
-    return ref.pcs_uid in owners or bool(owners & scaling_groups)
 
 
 def _short_list(items: list[str], limit: int = 12) -> str:
@@ -402,10 +390,10 @@ class _Materialiser:
                          "spec": {"replicas": pclq.replicas, "minAvailable": pclq.min_available}},
                     )
                     self.updated.append(f"PodClique/{pclq.name}")
-        groups = _our_scaling_groups((self.view.pcsgs or {}).values(), self.ref)
+        groups = ownership.scaling_groups_of(self.ref.pcs_uid, (self.view.pcsgs or {}).values())
         # Highest scaling-group replica indices first, so an interrupted scale-in never leaves a gap.
         for name, obj in scale_in_order(self.view.pclqs):
-            if (name not in planned and ours(obj) and not terminating(obj) and _owned_within(obj, self.ref, groups)
+            if (name not in planned and ours(obj) and not terminating(obj) and ownership.within_replica(obj, self.ref.pcs_uid, groups)
                     and self.kube.delete(PODCLIQUES, self.namespace, name, uid=uid_of(obj),
                                          propagation="Foreground")):
                 self.deleted.append(f"PodClique/{name}")

@@ -17,9 +17,9 @@ from temporalio import activity
 from activities import events
 from activities.fanout import fan_out
 from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube
+from activities.observe import ClusterView, clique_states, name_of, read_spec, uid_of
 from activities.replica import delete_incarnations, pcs_still_ours, translating_errors
 from activities.status import merged_conditions
-from activities.view import ClusterView, clique_states, name_of, read_spec, uid_of
 from grove import names
 from grove.rollout import (
     CliqueProgress,
@@ -36,8 +36,8 @@ from workflows.contract import (
     RECREATE_FOR_UPDATE,
 )
 from workflows.messages import ConditionMirror, PcsState, RecreateRequest, RecreateResult, ReplicaRef
+from workflows.presentation import rollout_progress
 from workflows.rollout_messages import PcsRef, RolloutEvent, RolloutSnapshot, RolloutStatusMirror
-from workflows.views import rollout_progress
 
 log = logging.getLogger(__name__)
 

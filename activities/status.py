@@ -14,7 +14,7 @@ from typing import Any
 
 from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError
-from activities.view import uid_of
+from activities.observe import uid_of
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from grove.scale import podclique_selector, podcliqueset_selector, scaling_group_selector

@@ -173,17 +173,17 @@ def apply_samples(stack: LocalStack, samples: list[Path]) -> None:
 
 
 async def _show_replicas(address: str, wanted: list[tuple[str, str, int]], timeout: float = 60.0) -> None:
-    from worker import ops
+    from worker import replica_client
     from worker.app import connect
     from worker.config import TemporalSettings
 
     client = await connect(TemporalSettings(address=address))
     deadline = time.monotonic() + timeout
     expected = sum(replicas for _, _, replicas in wanted)
-    found: list[ops.ReplicaWorkflow] = []
+    found: list[replica_client.ReplicaExecution] = []
     while time.monotonic() < deadline:
         found = [w for namespace, pcs, _ in wanted
-                 for w in await ops.list_replicas(client, namespace=namespace, pcs=pcs) if w.phase != "Pending"]
+                 for w in await replica_client.list_replicas(client, namespace=namespace, pcs=pcs) if w.phase != "Pending"]
         if len(found) >= expected:
             break
         await asyncio.sleep(1)

@@ -41,7 +41,7 @@ NEXT_DEADLINE.set(float("nan"))
 
 async def refresh(client: Client, namespace: str | None = None) -> None:
     """One reading of every gauge."""
-    from worker import ops
+    from worker import replica_client
 
     for phase in Phase:
         counted = await client.count_workflows(replica_query(namespace=namespace, phase=phase.value))
@@ -50,9 +50,9 @@ async def refresh(client: Client, namespace: str | None = None) -> None:
     PAUSED.set((await client.count_workflows(paused)).count)
     due: list[datetime] = []
     for phase in DEADLINE_PHASES:
-        for replica in await ops.list_replicas(client, namespace=namespace, phase=phase.value):
+        for replica in await replica_client.list_replicas(client, namespace=namespace, phase=phase.value):
             try:
-                status: ReplicaStatus = await ops.replica_status(client, replica.workflow_id)
+                status: ReplicaStatus = await replica_client.replica_status(client, replica.workflow_id)
             except Exception as exc:  # a replica that just completed; counted next time
                 log.debug("status of %s: %s", replica.workflow_id, exc)
                 continue

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from grove.durations import format_duration
 from grove.termination import clock
-from worker.ops import ReplicaWorkflow
+from worker.replica_client import ReplicaExecution
 from workflows.messages import ReplicaStatus
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def _phase(phase: str) -> str:
     return f"[{style}]{phase}[/{style}]" if style else phase
 
 
-def replica_list(workflows: Sequence[ReplicaWorkflow]) -> None:
+def replica_list(workflows: Sequence[ReplicaExecution]) -> None:
     console = _console()
     if not workflows:
         console.print("no replica workflows")

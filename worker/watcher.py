@@ -84,6 +84,13 @@ class _Feed:
     resource: Resource
     label_selector: str | None
     fingerprint: Callable[[JSON], Fingerprint]
+    # What the watcher knows, beside the ListWatch's own map (uid -> resourceVersion, slim object). Kept on purpose,
+    # not a duplicate to remove: (1) relevance needs the previous *fingerprint*, which the ListWatch neither keeps
+    # nor hands to its handler; (2) pods and PodCliques find their PCS by (namespace, name), the ListWatch keys by
+    # UID; (3) this map lives on the event loop while the ListWatch's is written by its thread, so reading that one
+    # here would race; (4) it outlives a run: each leadership term starts new ListWatches, and only this map lets
+    # `_on_sync` see what was deleted while this worker was not the leader. The ListWatch keeps `_slim` objects too
+    # (its `keep`), so that a DELETED it finds only by relisting still carries the labels and replicas used here.
     known: dict[ObjectKey, tuple[Fingerprint, JSON]] = field(default_factory=dict)
     synced: asyncio.Event = field(default_factory=asyncio.Event)
 

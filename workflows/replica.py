@@ -5,33 +5,35 @@ availability → mirror status → carry out what is due → wait for a nudge, a
 terminationDelay deadline (one durable timer). The memory that matters (was-available per PodClique incarnation,
 breach starts, pause, the termination log) lives in workflow state, so a worker crash, a redeploy or
 continue-as-new cannot reset a timer, forget availability or terminate twice.
+
+The class keeps the loop and the Temporal handlers; each other concern is a deterministic helper of its own:
+when to look again (workflows/nudges.py), pause/resume/force-terminate (workflows/controls.py), phase, search
+attributes, status answer and UI (workflows/presentation.py), a rolling update turn (workflows/replica_rollout.py),
+the message budget per run (workflows/signals.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
     from grove.release import GateDecision, decide_releases, gangs_of_termination
     from grove.startup import StartupDecision, decide_starts
-    from grove.termination import Scope, Termination, forced_termination
+    from grove.termination import Scope, Termination
     from grove.topology import ReplicaTopology
-    from workflows import views
+    from workflows import controls, presentation
     from workflows.contract import (
         DELETE_REPLICA,
         ENSURE_REPLICA,
         FORCE_TERMINATE,
-        GROVE_PAUSED,
-        GROVE_PHASE,
         MIRROR_STATUS,
         NUDGE_SIGNAL,
         OBSERVE_REPLICA,
@@ -45,10 +47,9 @@ with workflow.unsafe.imports_passed_through():
         STATUS_QUERY,
         TERMINATE_GANG,
     )
+    from workflows.controls import ControlQueue
     from workflows.messages import (
-        CliqueStatus,
         ControlResult,
-        DeadlineStatus,
         DeleteReplicaResult,
         EnsureResult,
         EventRequest,
@@ -71,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
+    from workflows.nudges import Nudges
     from workflows.replica_rollout import ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
     from workflows.signals import SIGNAL_BUDGET_PATCH, Received
@@ -80,11 +82,10 @@ ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coef
 ACTIVITY_TIMEOUT = timedelta(seconds=60)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
-REJECTIONS_KEPT = 10
 # Patches: each names one change to the commands this workflow issues (README, "Upgrading the workflow safely").
+# Also: TIMED_NUDGES_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH (workflows/signals.py), ROLLOUT_PATCH
+# (workflows/replica_rollout.py).
 BREACH_EVENTS_PATCH = "breach-events"
-# Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
-TIMED_NUDGES_PATCH = "timed-nudges"
 # Startup order (DESIGN §4.10): pods waiting for the cliques they start after are started by a new activity.
 STARTUP_ORDER_PATCH = "startup-order"
 # Paused or held (invalid spec): a round when the earliest deadline passes, so status lists it as due and held.
@@ -106,14 +107,8 @@ class ReplicaWorkflow:
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
         self._rollout = ReplicaRollout(input.ref, self.state)  # acts on the rolling update turn in self.state
         # transient: rebuilt by the next observation
-        self._nudged = True  # look again at the next chance (set by the workflow itself, or an untimed nudge)
-        self._timed_nudges = False  # decided once per run, by TIMED_NUDGES_PATCH
-        self._nudge_sent_at: datetime | None = None  # the latest timed nudge
-        self._observed_from: datetime | None = None  # when the latest observation began (activity clock)
-        self._forced: deque[tuple[int, ForceTerminateRequest]] = deque()
-        self._results: dict[int, ControlResult] = {}
-        self._tickets = 0
-        self._rejected: deque[str] = deque(maxlen=REJECTIONS_KEPT)
+        self._nudges = Nudges()  # when to look again (workflows/nudges.py)
+        self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
         self._snapshot: ReplicaSnapshot | None = None
         self._evaluation: ReplicaEvaluation | None = None
         self._gates: GateDecision | None = None
@@ -121,23 +116,22 @@ class ReplicaWorkflow:
         self._problems: tuple[str, ...] = ()
         self._held = False  # invalid spec: create nothing, delete nothing
         self._retry_after: timedelta | None = None
-        self._search_phase: str | None = None
-        self._search_paused: bool | None = None
+        self._search = presentation.SearchAttributeMirror()
         self._received = Received()  # messages this run received (Temporal's caps are per run)
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
-        self._timed_nudges = workflow.patched(TIMED_NUDGES_PATCH)
+        self._nudges.decide_timed()
         while True:
             if self._should_continue_as_new():
                 # A force_terminate update waits for the main loop to act on its request, so waiting for every
                 # handler to finish would wait forever while one is queued: serve queued requests first, then hand
                 # over (nothing queued is ever dropped by continue-as-new).
-                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._forced))
-                if not self._forced:
+                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or self._controls.queued())
+                if not self._controls.queued():
                     workflow.continue_as_new(self._next_input())
-            self._nudged = False
+            self._nudges.look_again = False
             self._retry_after = None
             try:
                 outcome = await self._round()
@@ -145,7 +139,7 @@ class ReplicaWorkflow:
                 outcome = None
                 self._retry_after = RETRY_AFTER_FAILURE
             if outcome is not None:
-                self._reject_queued("the replica workflow has completed")
+                self._controls.reject_all("the replica workflow has completed")
                 self._set_phase(outcome.phase)
                 self._render()
                 return outcome
@@ -157,7 +151,7 @@ class ReplicaWorkflow:
     async def _round(self) -> ReplicaOutcome | None:
         scheduled_at = workflow.now()
         snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
-        self._observed(snapshot, scheduled_at)
+        self._nudges.observed(snapshot, scheduled_at)
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
                                                 "away through owner references")
@@ -167,7 +161,7 @@ class ReplicaWorkflow:
             if not result.skipped_reason:
                 return self._outcome(Phase.SCALED_IN, f"spec.replicas={snapshot.wanted_replicas}; "
                                                       f"deleted {len(result.deleted)} objects")
-            self._nudged = True  # wanted again: look once more
+            self._nudges.look_again = True  # wanted again: look once more
             return None
         snapshot = await self._materialise(snapshot)
         topology = self.state.topology
@@ -178,7 +172,7 @@ class ReplicaWorkflow:
         await self._release_gates(topology, snapshot)
         await self._start_in_order(topology, snapshot)
         updating = await self._roll(topology, snapshot)
-        evaluation = evaluate_replica(topology, views.observation(snapshot, updating), self.state.memory,
+        evaluation = evaluate_replica(topology, presentation.observation(snapshot, updating), self.state.memory,
                                       workflow.now())
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
@@ -190,7 +184,7 @@ class ReplicaWorkflow:
         self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
         if termination is not None:
             await self._terminate(topology, snapshot, termination)
-            self._nudged = True  # look again at once: recreate, and see what is left
+            self._nudges.look_again = True  # look again at once: recreate, and see what is left
             self._set_phase(Phase.CREATING)
         return None
 
@@ -201,7 +195,7 @@ class ReplicaWorkflow:
         hold = self.state.paused or self._held
         updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity)
         if self._rollout.step is not None and self._rollout.step.acts and not hold:
-            self._nudged = True  # recreate what was deleted at once
+            self._nudges.look_again = True  # recreate what was deleted at once
         return updating
 
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
@@ -211,29 +205,29 @@ class ReplicaWorkflow:
     async def _wait(self) -> None:
         timeout: timedelta | None = self.input.safety_resync
         summary = "safety resync"
-        deadlines = views.deadline_statuses(self._evaluation) if self._evaluation else ()
+        deadlines = presentation.deadline_statuses(self._evaluation) if self._evaluation else ()
         if self._retry_after is not None:
             timeout, summary = self._retry_after, "retry after a failed activity"
         elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
-            summary = views.timer_summary(deadlines)
+            summary = presentation.timer_summary(deadlines)
         elif deadlines and workflow.patched(HELD_DEADLINES_PATCH):
             # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
             # to due-and-held, so status never shows an expired deadline as pending.
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
-            summary = "held, look again when due: " + views.timer_summary(deadlines)
+            summary = "held, look again when due: " + presentation.timer_summary(deadlines)
         if self._retry_after is None and self._rollout.due is not None:
             until = max(self._rollout.due - workflow.now(), timedelta(0))
             if timeout is None or until < timeout:
                 timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
         # After a failed round only a new control request cuts the back-off short (a request still queued from
         # before would otherwise spin the loop against the failing activity).
-        tickets = self._tickets if self._retry_after is not None else None
+        tickets = self._controls.tickets if self._retry_after is not None else None
 
         def woken() -> bool:
             if tickets is not None:
-                return self._nudged or self._nudge_pending() or self._tickets != tickets
-            return self._nudged or self._nudge_pending() or bool(self._forced)
+                return self._nudges.due() or self._controls.tickets != tickets
+            return self._nudges.due() or self._controls.queued()
 
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)
@@ -257,14 +251,14 @@ class ReplicaWorkflow:
         except ApplicationError as err:  # became invalid between observe and ensure
             self._problems, self._held = (str(err.message),), True
             return snapshot
-        self._observed(result.snapshot, None)
+        self._nudges.observed(result.snapshot, None)
         if result.created or result.deleted or result.updated:
             workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
                                  len(result.updated), len(result.deleted), list(result.deleted))
         return result.snapshot
 
     async def _release_gates(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
-        decision = decide_releases(topology, views.gate_states(snapshot), self.state.release_after)
+        decision = decide_releases(topology, presentation.gate_states(snapshot), self.state.release_after)
         self._gates = decision
         if self.state.paused or self._held or not decision.pods:  # held (invalid spec): change nothing, gates included
             return
@@ -280,7 +274,7 @@ class ReplicaWorkflow:
     async def _start_in_order(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
         """Startup order: pods whose parent cliques have every pod Ready are marked started. Added after v0.1.0 and
         only ever needed by PodCliqueSets with a startup order: patch-guarded where it first issues a command."""
-        decision = decide_starts(topology, views.startup_states(snapshot))
+        decision = decide_starts(topology, presentation.startup_states(snapshot))
         self._startup = decision
         if self.state.paused or self._held or not decision.pods:
             return
@@ -300,14 +294,14 @@ class ReplicaWorkflow:
 
     async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
                       evaluation: ReplicaEvaluation) -> None:
-        changed = [m for m in views.status_mirrors(topology, snapshot, evaluation)
-                   if self.state.mirrored.get(m.name) != views.digest(m)]
+        changed = [m for m in presentation.status_mirrors(topology, snapshot, evaluation)
+                   if self.state.mirrored.get(m.name) != presentation.digest(m)]
         availability_changed = evaluation.replica_available != self.state.replica_available
         if not changed and not availability_changed:
             return
         request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)
         await self._activity(MIRROR_STATUS, request, list, f"mirror status of {len(changed)} objects")
-        self.state.mirrored.update({m.name: views.digest(m) for m in changed})
+        self.state.mirrored.update({m.name: presentation.digest(m) for m in changed})
         self.state.replica_available = evaluation.replica_available
 
     async def _announce_breaches(self, evaluation: ReplicaEvaluation) -> None:
@@ -315,7 +309,7 @@ class ReplicaWorkflow:
 
         Added after the first release: guarded by a patch so that histories of workflows started before it, which
         have no such activity, still replay (see README, "Upgrading the workflow safely")."""
-        breaches = views.current_breaches(evaluation)
+        breaches = presentation.current_breaches(evaluation)
         started = {name: text for name, (start, text) in breaches.items()
                    if self.state.announced_breaches.get(name) != start}
         healed = sorted(set(self.state.announced_breaches) - set(breaches))
@@ -335,14 +329,9 @@ class ReplicaWorkflow:
 
     def _next_termination(self, topology: ReplicaTopology, evaluation: ReplicaEvaluation) -> Termination | None:
         """Forced requests first (they ignore pause and delay); then what is due, unless paused or held."""
-        while self._forced:
-            ticket, request = self._forced[0]
-            try:
-                return self._forced_plan(topology, request)
-            except ValueError as err:
-                self._forced.popleft()
-                self._results[ticket] = ControlResult(accepted=False, message=str(err))
-                self._rejected.append(f"force_terminate: {err}")
+        forced = self._controls.next_forced(lambda request: controls.forced_plan(topology, request))
+        if forced is not None:
+            return forced
         if self.state.paused or self._held or not evaluation.terminations:
             return None
         return evaluation.terminations[0]
@@ -379,41 +368,24 @@ class ReplicaWorkflow:
         if termination.scope is Scope.PCS_REPLICA:
             self.state.incarnation += 1
             self.state.base_released_at = self.state.scaled_released_at = None
-        if termination.forced and self._forced:
-            ticket, _ = self._forced.popleft()
-            self._results[ticket] = ControlResult(accepted=True, message=f"terminated {what}", termination=record)
+        if termination.forced and self._controls.queued():
+            self._controls.carried_out(what, record)
         workflow.logger.warning("gang-terminated %s: %s", what, termination.reason)
 
     # --- phase, search attributes, UI --------------------------------------------------------------------------------
     def _phase_of(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> Phase:
-        if self._held:
-            return Phase.INVALID
-        if evaluation.deadlines or evaluation.terminations or views.current_breaches(evaluation):
-            return Phase.BREACHED  # counting down, held (paused/invalid), or breached with termination off
-        if snapshot.drift or any(not h.present for h in evaluation.cliques.values()):
-            return Phase.CREATING
-        if self._gates is not None and not self._gates.base_gang_ready:
-            return Phase.SCHEDULING
-        if evaluation.replica_available and all(h.available for h in evaluation.cliques.values()):
-            return Phase.AVAILABLE
-        return Phase.STARTING
+        return presentation.phase_of(snapshot, evaluation, self._gates, self._held)
 
     def _set_phase(self, phase: Phase) -> None:
         self.state.phase = phase
-        updates: list[SearchAttributeUpdate[Any]] = []
-        if self._search_phase != phase.value:
-            updates.append(GROVE_PHASE.value_set(phase.value))
-            self._search_phase = phase.value
-        if self._search_paused != self.state.paused:
-            updates.append(GROVE_PAUSED.value_set(self.state.paused))
-            self._search_paused = self.state.paused
+        updates = self._search.updates(phase, self.state.paused)
         if updates:
             workflow.upsert_search_attributes(updates)
 
     def _render(self) -> None:
         status = self.status()
         workflow.set_current_details(
-            views.details_markdown(
+            presentation.details_markdown(
                 phase=self.state.phase.value, paused=self.state.paused, pause_reason=self.state.pause_reason,
                 incarnation=self.state.incarnation, problems=self._problems, cliques=status.cliques,
                 deadlines=status.deadlines, gates=self._gates, startup=status.startup,
@@ -462,28 +434,13 @@ class ReplicaWorkflow:
         after the nudge was sent has already looked (then it saw the change)."""
         self._received.signal(nudge=True)
         self.state.nudges_total += 1
-        if nudge is None or not self._timed_nudges:
-            self._nudged = True
-        elif self._nudge_sent_at is None or nudge.sent_at > self._nudge_sent_at:
-            self._nudge_sent_at = nudge.sent_at
-
-    def _nudge_pending(self) -> bool:
-        if self._nudge_sent_at is None:
-            return False
-        return self._observed_from is None or self._nudge_sent_at >= self._observed_from
-
-    def _observed(self, snapshot: ReplicaSnapshot, scheduled_at: datetime | None) -> None:
-        """Remember when the observation in force began: the activity's own record, else (a snapshot from a worker
-        that predates `read_from`) the workflow time the observe was scheduled, which is before any read."""
-        began = snapshot.read_from or scheduled_at
-        if began is not None and (self._observed_from is None or began > self._observed_from):
-            self._observed_from = began
+        self._nudges.received(nudge)
 
     @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
     def rollout_turn(self, turn: RolloutTurn) -> None:
         """The rollout workflow grants (or changes, or revokes) this replica's turn of a rolling update."""
         if self._rollout.grant(turn):
-            self._nudged = True
+            self._nudges.look_again = True
 
     @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -499,100 +456,50 @@ class ReplicaWorkflow:
     def force_terminate(self, request: ForceTerminateRequest) -> None:
         self._received.signal()
         try:
-            self._validate_force(request)
+            controls.validate_force(self.ref, self.state.topology, request)
         except ValueError as err:
-            self._rejected.append(f"force_terminate: {err}")
-            workflow.logger.warning("force_terminate signal rejected: %s", err)
+            self._controls.reject_signal(err)
             return
-        self._enqueue_force(request)
+        self._controls.enqueue(request)
 
     @workflow.update(name=PAUSE)
     def pause_update(self, request: PauseRequest) -> ControlResult:
         self._received.update()
-        was = self.state.paused
-        self._pause(request)
+        was = self._pause(request)
         return ControlResult(accepted=True, message="already paused" if was else "paused")
 
     @workflow.update(name=RESUME)
     def resume_update(self) -> ControlResult:
         self._received.update()
-        was = self.state.paused
-        self._resume()
+        was = self._resume()
         return ControlResult(accepted=True, message="resumed" if was else "was not paused")
 
     @workflow.update(name=FORCE_TERMINATE)
     async def force_terminate_update(self, request: ForceTerminateRequest) -> ControlResult:
         self._received.update()
-        ticket = self._enqueue_force(request)
-        await workflow.wait_condition(lambda: ticket in self._results)
-        return self._results.pop(ticket)
+        return await self._controls.result(self._controls.enqueue(request))
 
     @force_terminate_update.validator
     def _validate_force_update(self, request: ForceTerminateRequest) -> None:
-        self._validate_force(request)
+        controls.validate_force(self.ref, self.state.topology, request)
 
     @workflow.query(name=STATUS_QUERY)
     def status(self) -> ReplicaStatus:
-        cliques: tuple[CliqueStatus, ...] = ()
-        deadlines: tuple[DeadlineStatus, ...] = ()
-        if self.state.topology is not None and self._snapshot is not None and self._evaluation is not None:
-            cliques = views.clique_statuses(self.state.topology, self._snapshot, self._evaluation)
-            deadlines = views.deadline_statuses(self._evaluation)
-        return ReplicaStatus(
-            ref=self.ref, phase=self.state.phase, paused=self.state.paused, pause_reason=self.state.pause_reason,
-            incarnation=self.state.incarnation, problems=self._problems, cliques=cliques, deadlines=deadlines,
-            base_gang_ready=bool(self._gates and self._gates.base_gang_ready),
-            waiting_for=self._gates.waiting_for if self._gates else (),
-            terminations=tuple(self.state.terminations), terminations_total=self.state.terminations_total,
-            held=tuple(t.reason for t in self._evaluation.terminations)
-            if self._evaluation and (self.state.paused or self._held) else (),
-            rejected=tuple(self._rejected),
-            observed_at=self._snapshot.read_at if self._snapshot else None, runs=self.state.runs,
-            startup=views.startup_lines(self._startup, self._snapshot, self.state.topology),
-            rollout=self._rollout.view(),
-            nudges=self._received.nudges, signals=self._received.signals, updates=self._received.updates,
-            nudges_total=self.state.nudges_total,
-            scheduler_backend=self._snapshot.scheduler_backend if self._snapshot else None,
+        return presentation.replica_status(
+            self.ref, self.state, snapshot=self._snapshot, evaluation=self._evaluation, gates=self._gates,
+            startup=self._startup, problems=self._problems, held=self._held, rejected=tuple(self._controls.rejected),
+            rollout=self._rollout.view(), received=self._received,
         )
 
-    # --- control helpers -------------------------------------------------------------------------------------------
-    def _pause(self, request: PauseRequest) -> None:
-        if not self.state.paused:
-            workflow.logger.info("paused: %s", request.reason or "(no reason given)")
-        self.state.paused, self.state.pause_reason = True, request.reason
+    # --- pause and resume: the durable part is in workflows/controls.py; here the phase and UI follow ----------------
+    def _pause(self, request: PauseRequest) -> bool:
+        was = controls.pause(self.state, request)
         self._set_phase(self.state.phase)
         self._render()
+        return was
 
-    def _resume(self) -> None:
-        if self.state.paused:
-            workflow.logger.info("resumed")
-        self.state.paused, self.state.pause_reason = False, ""
-        self._nudged = True  # act at once on anything that expired while paused
+    def _resume(self) -> bool:
+        was = controls.resume(self.state)
+        self._nudges.look_again = True  # act at once on anything that expired while paused
         self._set_phase(self.state.phase)
-
-    def _validate_force(self, request: ForceTerminateRequest) -> None:
-        if self.state.topology is None:
-            raise ValueError(f"replica {self.ref} has no valid spec yet: there is nothing to terminate")
-        self._forced_plan(self.state.topology, request)
-
-    def _forced_plan(self, topology: ReplicaTopology, request: ForceTerminateRequest) -> Termination:
-        scaling_group = request.scaling_group
-        if scaling_group is not None:
-            for group in topology.scaling_groups:
-                if scaling_group in (group.name, group.config_name):
-                    scaling_group = group.name
-                    break
-        if request.scaling_group is None and request.scaling_group_replica is not None:
-            raise ValueError("scaling_group_replica given without scaling_group")
-        return forced_termination(topology, workflow.now(), request.reason or "no reason given", scaling_group,
-                                  request.scaling_group_replica)
-
-    def _enqueue_force(self, request: ForceTerminateRequest) -> int:
-        self._tickets += 1
-        self._forced.append((self._tickets, request))
-        return self._tickets
-
-    def _reject_queued(self, why: str) -> None:
-        while self._forced:
-            ticket, _ = self._forced.popleft()
-            self._results[ticket] = ControlResult(accepted=False, message=why)
+        return was

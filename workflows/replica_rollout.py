@@ -20,7 +20,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from grove.rollout import ReplicaStep, advance_progress, deadline_due, replica_step
     from grove.topology import ReplicaTopology
-    from workflows import views
+    from workflows import presentation
     from workflows.contract import RECREATE_FOR_UPDATE, ROLLOUT_REPORT_SIGNAL, rollout_workflow_id
     from workflows.messages import RecreateRequest, RecreateResult, ReplicaRef, ReplicaSnapshot, ReplicaState
     from workflows.rollout_messages import ReplicaRolloutCarry, RolloutTurn, RolloutView, TurnReport
@@ -78,7 +78,7 @@ class ReplicaRollout:
         spec = snapshot.rollout
         if turn is None or turn.revoked or spec is None:
             return frozenset()
-        step = replica_step(topology, views.rollout_progress(snapshot.cliques), spec)
+        step = replica_step(topology, presentation.rollout_progress(snapshot.cliques), spec)
         self.step = step
         if spec.generation_hash != turn.generation_hash:
             # The spec moved on since the grant (or this read is older than it): recreate nothing until the rollout

@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manifest
 from workflows.contract import NUDGE_SIGNAL
 from workflows.messages import Nudge, Phase
-from workflows.replica import TIMED_NUDGES_PATCH
+from workflows.nudges import TIMED_NUDGES_PATCH
 
 
 async def _observes(handle: WorkflowHandle) -> int:  # type: ignore[type-arg]

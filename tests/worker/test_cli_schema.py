@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from tests.corpus.bad_manifests import base
 from worker.cli import app
 from worker.kubecontext import context_namespace
-from worker.ops import ReplicaWorkflow
 from worker.output import render, wire
+from worker.replica_client import ReplicaExecution
 from workflows.messages import CliqueStatus, DeadlineStatus, Phase, ReplicaRef, ReplicaStatus, Scope
 
 T0 = datetime(2026, 11, 23, 17, 2, 3, 500000, tzinfo=UTC)
@@ -57,7 +57,7 @@ def _keys(value: object) -> list[str]:
 
 
 def test_json_and_yaml_carry_the_same_data() -> None:
-    listed = [ReplicaWorkflow("pcs/ns/p/u/0", "ns", "p", "u", 0, True, "Available", False, T0)]
+    listed = [ReplicaExecution("pcs/ns/p/u/0", "ns", "p", "u", 0, True, "Available", False, T0)]
     as_json = json.loads(render(listed, "json"))
     assert yaml.safe_load(render(listed, "yaml")) == as_json
     assert as_json == [{"workflowId": "pcs/ns/p/u/0", "namespace": "ns", "pcs": "p", "pcsUid": "u", "replica": 0,

@@ -84,7 +84,7 @@ def test_several_runs(state_dir: Path, other_process: int, monkeypatch: pytest.M
 
 def test_the_operator_commands_say_which_of_several_they_chose(
         state_dir: Path, other_process: int, capsys: pytest.CaptureFixture[str]) -> None:
-    from worker.ops import default_temporal_address
+    from worker.replica_client import default_temporal_address
 
     record(other_process, 2000, "2026-11-23T10:00:00Z", state_dir).write()
     record(os.getpid(), 3000, "2026-11-23T11:00:00Z", state_dir).write()

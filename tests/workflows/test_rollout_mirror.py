@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from workflows import views
+from workflows import presentation
 from workflows.messages import CliqueState, ObjectStatusMirror
 
 
@@ -19,17 +19,17 @@ def old_digest(mirror: ObjectStatusMirror) -> str:
 
 def test_a_mirror_without_rollout_fields_keeps_its_fingerprint() -> None:
     mirror = ObjectStatusMirror(kind="PodClique", name="p-0-a", uid="u", fields={"replicas": 2})
-    assert views.digest(mirror) == old_digest(mirror)
+    assert presentation.digest(mirror) == old_digest(mirror)
 
 
 def test_rollout_fields_only_from_snapshots_that_know_the_template() -> None:
     old = CliqueState(uid="u", pods=2, ready=2)
-    assert views.rollout_fields(old) == {} and views.rollout_texts(old) == {}
+    assert presentation.rollout_fields(old) == {} and presentation.rollout_texts(old) == {}
     rolling = CliqueState(uid="u", pods=2, ready=2, target_hash="abc", outdated={"p-0-a-1": "x"})
-    assert views.rollout_fields(rolling) == {"updatedReplicas": 1}
-    assert views.rollout_texts(rolling) == {}  # not every pod runs the target yet
+    assert presentation.rollout_fields(rolling) == {"updatedReplicas": 1}
+    assert presentation.rollout_texts(rolling) == {}  # not every pod runs the target yet
     done = CliqueState(uid="u", pods=2, ready=2, target_hash="abc")
-    assert views.rollout_fields(done) == {"updatedReplicas": 2}
-    assert views.rollout_texts(done) == {"currentPodTemplateHash": "abc"}
-    with_texts = ObjectStatusMirror(kind="PodClique", name="p-0-a", texts=views.rollout_texts(done))
-    assert views.digest(with_texts) != views.digest(with_texts.model_copy(update={"texts": {}}))
+    assert presentation.rollout_fields(done) == {"updatedReplicas": 2}
+    assert presentation.rollout_texts(done) == {"currentPodTemplateHash": "abc"}
+    with_texts = ObjectStatusMirror(kind="PodClique", name="p-0-a", texts=presentation.rollout_texts(done))
+    assert presentation.digest(with_texts) != presentation.digest(with_texts.model_copy(update={"texts": {}}))

@@ -66,15 +66,15 @@ def reset(
     if not reason.strip():
         raise typer.BadParameter("must say why", param_hint="'--reason'")
     from worker import doctor as checks
-    from worker import ops, render
+    from worker import render, replica_client
 
     async def body(client: Any) -> checks.ResetOutcome:
-        (workflow,) = await ops.find_replicas(client, _namespace(namespace), pcs, replica)
+        (workflow,) = await replica_client.find_replicas(client, _namespace(namespace), pcs, replica)
         try:
             return await checks.reset(client, workflow.workflow_id, reason=reason, event_id=event_id,
                                       dry_run=dry_run)
         except checks.DoctorError as err:
-            raise ops.OperatorError(f"{workflow.workflow_id}: {err}") from err
+            raise replica_client.OperatorError(f"{workflow.workflow_id}: {err}") from err
 
     outcome = _run(temporal_address, temporal_namespace, body)
     if output != "table":

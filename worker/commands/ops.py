@@ -70,7 +70,7 @@ def connect_failure(error: BaseException) -> str:
 def _run(address: str | None, temporal_namespace: str, body: Callable[[Any], Awaitable[T]]) -> T:
     from worker.app import connect
     from worker.config import TemporalSettings
-    from worker.ops import OperatorError, default_temporal_address
+    from worker.replica_client import OperatorError, default_temporal_address
 
     async def main() -> T:
         settings = TemporalSettings(address=address or default_temporal_address(), namespace=temporal_namespace)
@@ -111,18 +111,18 @@ def status(
     scope = _scope(namespace, all_namespaces)
     if pcs is not None and scope is None:
         raise typer.BadParameter("a PodCliqueSet name needs one namespace, not -A", param_hint="'--all-namespaces'")
-    from worker import ops, render
+    from worker import render, replica_client
     from worker.output import wire
 
     async def read(client: Any) -> list[Any]:
         if pcs is None:
-            workflows = await ops.list_replicas(client, namespace=scope)
+            workflows = await replica_client.list_replicas(client, namespace=scope)
             if replica is not None:
                 workflows = [w for w in workflows if w.replica == replica]
         else:
             assert scope is not None
-            workflows = await ops.find_replicas(client, scope, pcs, replica)
-        return list(await asyncio.gather(*(ops.replica_status(client, w.workflow_id) for w in workflows)))
+            workflows = await replica_client.find_replicas(client, scope, pcs, replica)
+        return list(await asyncio.gather(*(replica_client.replica_status(client, w.workflow_id) for w in workflows)))
 
     def show(statuses: list[Any], compact: bool) -> None:
         if output == "table":
@@ -176,12 +176,12 @@ def list_command(
     if phase is not None and phase not in {p.value for p in Phase}:
         raise typer.BadParameter(f"unknown phase {phase!r}; one of {', '.join(p.value for p in Phase)}",
                                  param_hint="'--phase'")
-    from worker import ops, render
+    from worker import render, replica_client
 
     scope = _scope(namespace, all_namespaces)
 
     async def body(client: Any) -> None:
-        found = await ops.list_replicas(client, namespace=scope, phase=phase, include_closed=all_)
+        found = await replica_client.list_replicas(client, namespace=scope, phase=phase, include_closed=all_)
         if output != "table":
             _emit(found, output)
         else:
@@ -195,12 +195,12 @@ def _control(
     output: str, send: Callable[[Any, str], Awaitable[Any]],
 ) -> None:
     _check_output(output)
-    from worker import ops
+    from worker import replica_client
 
     scope = _namespace(namespace)
 
     async def body(client: Any) -> list[tuple[str, Any]]:
-        workflows = await ops.find_replicas(client, scope, pcs, replica)
+        workflows = await replica_client.find_replicas(client, scope, pcs, replica)
         return [(w.workflow_id, await send(client, w.workflow_id)) for w in workflows]
 
     results = _run(temporal_address, temporal_namespace, body)
@@ -226,10 +226,10 @@ def pause(
     temporal_namespace: TemporalNamespace = "default",
 ) -> None:
     """Stop releasing gates and terminating (deadlines keep counting)."""
-    from worker import ops
+    from worker import replica_client
 
     _control(pcs, namespace, replica, temporal_address, temporal_namespace, output,
-             lambda client, wid: ops.pause(client, wid, reason))
+             lambda client, wid: replica_client.pause(client, wid, reason))
 
 
 def resume(
@@ -241,10 +241,10 @@ def resume(
     temporal_namespace: TemporalNamespace = "default",
 ) -> None:
     """Undo pause; an expired, still-present breach is acted on at once."""
-    from worker import ops
+    from worker import replica_client
 
     _control(pcs, namespace, replica, temporal_address, temporal_namespace, output,
-             lambda client, wid: ops.resume(client, wid))
+             lambda client, wid: replica_client.resume(client, wid))
 
 
 def terminate(
@@ -263,10 +263,10 @@ def terminate(
         raise typer.BadParameter("--pcsg and --pcsg-replica go together", param_hint="'--pcsg-replica'")
     if not reason.strip():
         raise typer.BadParameter("must say why", param_hint="'--reason'")
-    from worker import ops
+    from worker import replica_client
 
     _control(pcs, namespace, replica, temporal_address, temporal_namespace, output,
-             lambda client, wid: ops.terminate(client, wid, reason, pcsg, pcsg_replica))
+             lambda client, wid: replica_client.terminate(client, wid, reason, pcsg, pcsg_replica))
 
 
 def history(
@@ -279,13 +279,13 @@ def history(
 ) -> None:
     """The replica's termination log: when, what, why, breach start and delay."""
     _check_output(output)
-    from worker import ops, render
+    from worker import render, replica_client
 
     scope = _namespace(namespace)
 
     async def body(client: Any) -> Any:
-        (workflow,) = await ops.find_replicas(client, scope, pcs, replica)
-        return await ops.replica_status(client, workflow.workflow_id)
+        (workflow,) = await replica_client.find_replicas(client, scope, pcs, replica)
+        return await replica_client.replica_status(client, workflow.workflow_id)
 
     status = _run(temporal_address, temporal_namespace, body)
     if output != "table":

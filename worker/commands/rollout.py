@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 
 async def _find(client: Any, namespace: str, pcs: str) -> str:
-    from worker.ops import OperatorError
+    from worker.replica_client import OperatorError
     from workflows.contract import rollout_query
 
     found = [w.id async for w in client.list_workflows(rollout_query(namespace=namespace, pcs=pcs))]

@@ -39,7 +39,10 @@ def default_temporal_address() -> str:
 
 
 @dataclass(frozen=True)
-class ReplicaWorkflow:
+class ReplicaExecution:
+    """One replica workflow execution as Temporal visibility lists it (not the workflow class, which is
+    workflows.replica.ReplicaWorkflow)."""
+
     workflow_id: str
     namespace: str
     pcs: str
@@ -58,16 +61,16 @@ async def list_replicas(
     pcs: str | None = None,
     phase: str | None = None,
     include_closed: bool = False,
-) -> list[ReplicaWorkflow]:
+) -> list[ReplicaExecution]:
     query = replica_query(namespace=namespace, pcs=pcs, phase=phase, running_only=not include_closed)
-    found: list[ReplicaWorkflow] = []
+    found: list[ReplicaExecution] = []
     async for execution in client.list_workflows(query):
         key = parse_replica_workflow_id(execution.id)
         if key is None:
             continue
         attrs = execution.search_attributes
         found.append(
-            ReplicaWorkflow(
+            ReplicaExecution(
                 workflow_id=execution.id,
                 namespace=key.namespace,
                 pcs=key.pcs,
@@ -83,7 +86,7 @@ async def list_replicas(
     return found
 
 
-async def find_replicas(client: Client, namespace: str, pcs: str, replica: int | None) -> list[ReplicaWorkflow]:
+async def find_replicas(client: Client, namespace: str, pcs: str, replica: int | None) -> list[ReplicaExecution]:
     """The running workflows of a PCS (one replica or all); OperatorError naming what does not exist."""
     running = await list_replicas(client, namespace=namespace, pcs=pcs)
     if not running:

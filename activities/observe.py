@@ -28,7 +28,7 @@ from activities.kubeapi import (
     terminating,
     uid_of,
 )
-from grove import names
+from grove import names, ownership
 from grove.controllers import other_controller_problem
 from grove.models import PodCliqueSet
 from grove.models.podcliqueset import wanted_replicas
@@ -228,10 +228,10 @@ def drift(view: ClusterView, plan: ReplicaPlan) -> list[str]:
     # Surplus only counts what ensure_replica may delete: a look-alike with our labels but a foreign owner is not
     # drift (it would hold the replica out of Available forever, ensuring in vain on every wake).
     pcs_uid = uid_of(view.pcs) if view.pcs else ""
-    planned_groups = {g.name for g in plan.scaling_groups}
+    our_groups = ownership.scaling_groups_of(pcs_uid, (view.pcsgs or {}).values())  # as ensure_replica reads them
     for name, pclq in view.pclqs.items():
         if (name not in planned_pclqs and ours(pclq) and not terminating(pclq)
-                and _controlled_within(pclq, pcs_uid, planned_groups)):
+                and ownership.within_replica(pclq, pcs_uid, our_groups)):
             found.append(f"surplus PodClique {name}")
     references = view.referenced()
     for gang in plan.pod_gangs:
@@ -254,16 +254,6 @@ def drift(view: ClusterView, plan: ReplicaPlan) -> list[str]:
                 and controller_uid(gang_obj) == pcs_uid):
             found.append(f"surplus PodGang {name}")
     return found
-
-
-def _controlled_within(obj: JSON, pcs_uid: str, scaling_groups: set[str]) -> bool:
-    """Controlled by the PCS, or by a PCSG of the plan (a name only one object can hold; ensure_replica checks
-    that PCSG's UID before it deletes anything)."""
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return bool(ref.get("uid") == pcs_uid or (ref.get("kind") == names.KIND_PODCLIQUESCALINGGROUP
-                                                      and ref.get("name") in scaling_groups))
-    return False
 
 
 def _podgroups_differ(gang_obj: JSON, gang_plan: object) -> bool:

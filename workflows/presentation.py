@@ -1,5 +1,6 @@
-"""Pure helpers of the replica workflow: from a snapshot and an evaluation to the status mirror, the status query
-answer and the markdown the Temporal UI shows. No I/O, no clock: safe in workflow code.
+"""Pure helpers of the replica workflow: from a snapshot and an evaluation to the status mirror, the phase, the
+search attributes, the status query answer and the markdown the Temporal UI shows. No I/O, no clock: safe in
+workflow code.
 """
 
 from __future__ import annotations
@@ -7,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from typing import Any
+
+from temporalio.common import SearchAttributeUpdate
 
 from grove import names
 from grove.availability import CliqueObservation
@@ -17,15 +21,22 @@ from grove.rollout import CliqueProgress
 from grove.startup import CliqueStartupState, StartupDecision
 from grove.termination import clock
 from grove.topology import ReplicaTopology
+from workflows.contract import GROVE_PAUSED, GROVE_PHASE
 from workflows.messages import (
     CliqueState,
     CliqueStatus,
     ConditionMirror,
     DeadlineStatus,
     ObjectStatusMirror,
+    Phase,
+    ReplicaRef,
     ReplicaSnapshot,
+    ReplicaState,
+    ReplicaStatus,
     TerminationRecord,
 )
+from workflows.rollout_messages import RolloutView
+from workflows.signals import Received
 
 MAX_DETAIL_ROWS = 24
 
@@ -309,3 +320,65 @@ def details_markdown(
 def timer_summary(deadlines: tuple[DeadlineStatus, ...]) -> str:
     first = deadlines[0]
     return f"terminationDelay {format_duration(first.delay)}: {first.scope.value} {first.target} due {clock(first.due_at)}"
+
+
+# --- the replica workflow's phase, search attributes and status answer ----------------------------------------------
+def phase_of(snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation, gates: GateDecision | None,
+             held: bool) -> Phase:
+    """The phase a round ends in (when it terminates nothing); `held`: the spec is invalid."""
+    if held:
+        return Phase.INVALID
+    if evaluation.deadlines or evaluation.terminations or current_breaches(evaluation):
+        return Phase.BREACHED  # counting down, held (paused/invalid), or breached with termination off
+    if snapshot.drift or any(not h.present for h in evaluation.cliques.values()):
+        return Phase.CREATING
+    if gates is not None and not gates.base_gang_ready:
+        return Phase.SCHEDULING
+    if evaluation.replica_available and all(h.available for h in evaluation.cliques.values()):
+        return Phase.AVAILABLE
+    return Phase.STARTING
+
+
+class SearchAttributeMirror:
+    """The phase and pause last written to the workflow's search attributes (this run): only changes are written."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.paused: bool | None = None
+
+    def updates(self, phase: Phase, paused: bool) -> list[SearchAttributeUpdate[Any]]:
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if self.phase != phase.value:
+            updates.append(GROVE_PHASE.value_set(phase.value))
+            self.phase = phase.value
+        if self.paused != paused:
+            updates.append(GROVE_PAUSED.value_set(paused))
+            self.paused = paused
+        return updates
+
+
+def replica_status(ref: ReplicaRef, state: ReplicaState, *, snapshot: ReplicaSnapshot | None,
+                   evaluation: ReplicaEvaluation | None, gates: GateDecision | None,
+                   startup: StartupDecision | None, problems: tuple[str, ...], held: bool,
+                   rejected: tuple[str, ...], rollout: RolloutView | None, received: Received) -> ReplicaStatus:
+    """The status query answer. `held`: the spec is invalid; `received`: the messages this run received."""
+    cliques: tuple[CliqueStatus, ...] = ()
+    deadlines: tuple[DeadlineStatus, ...] = ()
+    if state.topology is not None and snapshot is not None and evaluation is not None:
+        cliques = clique_statuses(state.topology, snapshot, evaluation)
+        deadlines = deadline_statuses(evaluation)
+    return ReplicaStatus(
+        ref=ref, phase=state.phase, paused=state.paused, pause_reason=state.pause_reason,
+        incarnation=state.incarnation, problems=problems, cliques=cliques, deadlines=deadlines,
+        base_gang_ready=bool(gates and gates.base_gang_ready),
+        waiting_for=gates.waiting_for if gates else (),
+        terminations=tuple(state.terminations), terminations_total=state.terminations_total,
+        held=tuple(t.reason for t in evaluation.terminations) if evaluation and (state.paused or held) else (),
+        rejected=rejected,
+        observed_at=snapshot.read_at if snapshot else None, runs=state.runs,
+        startup=startup_lines(startup, snapshot, state.topology),
+        rollout=rollout,
+        nudges=received.nudges, signals=received.signals, updates=received.updates,
+        nudges_total=state.nudges_total,
+        scheduler_backend=snapshot.scheduler_backend if snapshot else None,
+    )

@@ -1,0 +1,101 @@
+"""The replica workflow's deterministic helpers, as pure logic: the nudge protocol (workflows/nudges.py), the control
+queue (workflows/controls.py) and the search attribute mirror (workflows/presentation.py). The workflow around them
+is proven by the middle tier (test_replica_workflow.py) and the replay/compat histories."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from grove.termination import Scope, Termination
+from workflows.contract import GROVE_PAUSED, GROVE_PHASE
+from workflows.controls import ControlQueue
+from workflows.messages import (
+    ForceTerminateRequest,
+    Nudge,
+    PcsState,
+    Phase,
+    ReplicaSnapshot,
+    TerminationRecord,
+)
+from workflows.nudges import Nudges
+from workflows.presentation import SearchAttributeMirror
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _snapshot(read_from: datetime | None) -> ReplicaSnapshot:
+    return ReplicaSnapshot(read_at=T0, read_from=read_from, pcs_state=PcsState.PRESENT)
+
+
+def test_a_timed_nudge_calls_for_a_round_only_if_sent_at_or_after_the_observation_in_force_began() -> None:
+    nudges = Nudges()
+    nudges.timed, nudges.look_again = True, False
+    nudges.observed(_snapshot(T0 + timedelta(seconds=10)), None)
+    nudges.received(Nudge(sent_at=T0 + timedelta(seconds=5)))  # the observation saw it
+    assert not nudges.pending() and not nudges.due()
+    nudges.received(Nudge(sent_at=T0 + timedelta(seconds=10)))
+    assert nudges.pending() and nudges.due()
+    nudges.received(Nudge(sent_at=T0 + timedelta(seconds=1)))  # an older one never moves the mark back
+    assert nudges.sent_at == T0 + timedelta(seconds=10)
+    nudges.observed(_snapshot(T0 + timedelta(seconds=11)), None)
+    assert not nudges.due()
+    nudges.observed(_snapshot(T0), None)  # an older observation never moves the mark back either
+    assert nudges.observed_from == T0 + timedelta(seconds=11)
+
+
+def test_an_untimed_nudge_or_a_run_without_the_patch_always_looks_again() -> None:
+    nudges = Nudges()
+    nudges.timed, nudges.look_again = True, False
+    nudges.received(None)
+    assert nudges.due()
+    old = Nudges()
+    old.look_again = False  # timed stays False: a history recorded before TIMED_NUDGES_PATCH
+    old.received(Nudge(sent_at=T0))
+    assert old.look_again and old.sent_at is None
+
+
+def test_observed_falls_back_to_when_the_observe_was_scheduled() -> None:
+    nudges = Nudges()
+    nudges.observed(_snapshot(None), T0)
+    assert nudges.observed_from == T0
+    nudges.observed(_snapshot(None), None)
+    assert nudges.observed_from == T0
+
+
+def _termination(reason: str) -> Termination:
+    return Termination(scope=Scope.PCS_REPLICA, cliques=("p-0-a",), reason=reason, forced=True, deadline=T0,
+                       breach_start=None, delay=None)
+
+
+def test_the_control_queue_rejects_requests_that_no_longer_make_sense_and_answers_each_ticket() -> None:
+    queue = ControlQueue()
+    bad = queue.enqueue(ForceTerminateRequest(reason="bad", scaling_group="gone"))
+    good = queue.enqueue(ForceTerminateRequest(reason="good"))
+    later = queue.enqueue(ForceTerminateRequest(reason="later"))
+    assert queue.queued() and queue.tickets == 3
+
+    def plan(request: ForceTerminateRequest) -> Termination:
+        if request.scaling_group:
+            raise ValueError(f"scaling_group {request.scaling_group!r} does not exist")
+        return _termination(request.reason)
+
+    assert queue.next_forced(plan) == _termination("good")
+    assert queue.results.pop(bad).message == "scaling_group 'gone' does not exist"
+    assert list(queue.rejected) == ["force_terminate: scaling_group 'gone' does not exist"]
+    record = TerminationRecord(incarnation=1, at=T0, scope=Scope.PCS_REPLICA, cliques=("p-0-a",), reason="good",
+                               forced=True, deadline=T0)
+    queue.carried_out("pcs-replica", record)
+    assert queue.results[good].accepted and queue.results[good].termination == record
+    queue.reject_all("the replica workflow has completed")
+    assert not queue.queued()
+    answer = queue.results[later]
+    assert not answer.accepted and answer.message == "the replica workflow has completed"
+
+
+def test_the_search_attribute_mirror_writes_only_changes() -> None:
+    mirror = SearchAttributeMirror()
+    first = mirror.updates(Phase.CREATING, False)
+    assert [(u.key.name, u.value) for u in first] == [(GROVE_PHASE.name, "Creating"), (GROVE_PAUSED.name, False)]
+    assert mirror.updates(Phase.CREATING, False) == []
+    assert [(u.key.name, u.value) for u in mirror.updates(Phase.CREATING, True)] == [(GROVE_PAUSED.name, True)]
+
