@@ -2,8 +2,9 @@
 replica's PCSGs and PodCliques, as the replica workflows do, not from the template's.
 
 Replica 0's PCSG is scaled 2 → 4 and replica 1's standalone PodClique 3 → 2 through the scale subresource (as
-`kubectl scale` and an HPA write them); then the image changes. (Planned from the template, the rollout covered
-neither: it saw replica 1's frontend one pod short for ever, so the update never completed.) Asserted from a watch of the real pods: every pod,
+`kubectl scale` and an HPA write them); then the image changes. (With the rollout workflow planning from the
+template's counts, checked: the pods were recreated, but it saw replica 1's frontend one pod short for ever, so
+updatedReplicas stayed at 1 and the update never ended; this test then fails at its last wait.) Asserted from a watch of the real pods: every pod,
 the extra ones included, recreated exactly once with the new image, the written counts kept, at most one PCS
 replica unavailable at any instant, no gang termination, and the PCS status counts both replicas as updated.
 """
