@@ -16,7 +16,7 @@ from temporalio import activity
 
 from activities import events
 from activities.fanout import fan_out
-from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, Kube
+from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube
 from activities.observe import ClusterView, clique_states, name_of, read_spec, uid_of
 from activities.replica import delete_incarnations, pcs_still_ours, translating_errors
 from activities.status import merged_conditions
@@ -55,26 +55,28 @@ class RolloutActivities:
         if spec.state is not PcsState.PRESENT or spec.pcs is None:
             return RolloutSnapshot(pcs_state=spec.state.value, problems=spec.problems)
         selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={ref.pcs}"
-        pclqs, pods = fan_out([functools.partial(self.kube.list_items, r, ref.namespace, label_selector=selector)
-                               for r in (PODCLIQUES, PODS)])
-        by_replica: dict[str, ClusterView] = defaultdict(lambda: ClusterView(pcs=pcs))
-        for obj in pclqs:
-            index = (obj["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX, "")
-            by_replica[index].pclqs[name_of(obj)] = obj
-        for obj in pods:
-            index = (obj["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX, "")
-            by_replica[index].pods[name_of(obj)] = obj
+        pclqs, pods, pcsgs = fan_out([functools.partial(self.kube.list_items, r, ref.namespace,
+                                                        label_selector=selector)
+                                      for r in (PODCLIQUES, PODS, SCALINGGROUPS)])
+        # pcsgs={}: the counts stored on the replica's own PCSGs and PodCliques (what `/scale` wrote, issue 13) are
+        # the replica's size, as for the replica workflow's plan; the template's counts only seed new objects.
+        by_replica: dict[str, ClusterView] = defaultdict(lambda: ClusterView(pcs=pcs, pcsgs={}))
+        for objs, kind in ((pclqs, "pclqs"), (pods, "pods"), (pcsgs, "pcsgs")):
+            for obj in objs:
+                index = (obj["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX, "")
+                getattr(by_replica[index], kind)[name_of(obj)] = obj
         replicas: list[ReplicaRollout] = []
         counts = [0, 0, 0, 0]  # updated PCLQs, PCLQs, updated PCSGs, PCSGs (standalone PCLQs; PCSGs whole)
         generation = ""
         strategy = names.STRATEGY_ROLLING_RECREATE
         for index in range(spec.wanted_replicas):
-            reading = read_spec(pcs, replica0.model_copy(update={"replica": index}))
+            view = by_replica[str(index)]
+            reading = read_spec(pcs, replica0.model_copy(update={"replica": index}), counts=view.counts())
             assert reading.plan is not None and reading.pcs is not None
             topology = reading.plan.topology()
             rollout = rollout_spec(reading.pcs, topology)
             generation, strategy = rollout.generation_hash, rollout.strategy
-            states = rollout_progress(clique_states(by_replica[str(index)], reading.plan))
+            states = rollout_progress(clique_states(view, reading.plan))
             replicas.append(ReplicaRollout(index=index, updated=replica_updated(topology, states),
                                            available=replica_available(topology, states),
                                            outdated=replica_outdated(states)))

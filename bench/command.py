@@ -1,7 +1,8 @@
 """`grove-temporal bench SCENARIO`: start the local stack, run one benchmark of issue 6, print and save the figures.
 
 Scenarios (bench/): b1 gate-release latency against a measured floor, b2 termination accuracy, b3 scale,
-b4 idle cost, b5 crash recovery. The JSON goes to bench-results/<scenario>-<timestamp>.json.
+b4 idle cost, b5 crash recovery, rollout (an image change across N replicas of 17 pods against a direct-client
+floor, issue 12). The JSON goes to bench-results/<scenario>-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ ACCEPTS = {
     "b4": {"replicas", "window", "per_pcs"},
     "b5": {"replicas", "per_pcs", "profile"},
     "scale": {"replicas", "interval"},
+    "rollout": {"replicas", "per_pcs"},
 }
 
 
@@ -43,16 +45,17 @@ def register(app: typer.Typer) -> None:
 def bench(
     scenario: Annotated[str, typer.Argument(help="b1 release latency, b2 termination accuracy, b3 scale, "
                                                  "b4 idle cost, b5 recovery, scale: PCSG scale write → "
-                                                 "gates released")],
+                                                 "gates released, rollout: image change")],
     replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); scale: scale writes (20); "
                                                      "b2: breaches (20); "
-                                                     "b4: settled replicas (200); b5: active replicas (100)")] = None,
+                                                     "b4: settled replicas (200); b5: active replicas (100); "
+                                                     "rollout: PCS replicas of 17 pods (100)")] = None,
     interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations, scale: between "
                                                        "scale writes (1.5)")] = None,
     delay: Annotated[float | None, typer.Option(help="b2: terminationDelay in seconds (5)")] = None,
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
-    per_pcs: Annotated[int | None, typer.Option(help="b3-b5: replicas per PodCliqueSet (10)")] = None,
+    per_pcs: Annotated[int | None, typer.Option(help="b3-b5, rollout: replicas per PodCliqueSet (10)")] = None,
     profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
                                                "JSON)")] = False,
     backends: Annotated[str | None, typer.Option(help="b1: comma-separated gang scheduler backends measured one "

@@ -30,6 +30,9 @@ def faults(
                                                                  "(on top of its start-up), seconds")] = 15.0,
     settle_timeout: Annotated[float, typer.Option(min=30, help="longest quiet period before a round counts as "
                                                                "not converged")] = 180.0,
+    template_change_probability: Annotated[float, typer.Option(min=0, max=1, help="chance that a round also changes "
+                                                                      "one PCS's image or env var (a rolling "
+                                                                      "update under the faults)")] = 0.3,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "fault-results",
 ) -> None:
     """Inject seeded faults into a running workload and check that no termination came early, twice or not at all."""
@@ -37,7 +40,8 @@ def faults(
 
     settings = schedule.Settings(round_seconds=round_seconds,
                                  apiserver_down_seconds=(min(5.0, max_apiserver_outage), max_apiserver_outage),
-                                 temporal_down_seconds=(0.0, max_temporal_down))
+                                 temporal_down_seconds=(0.0, max_temporal_down),
+                                 template_change_probability=template_change_probability)
     results = runner.run(runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
                                         settle_timeout=settle_timeout, out_dir=out,
                                         log=lambda line: typer.echo(line, err=True)))

@@ -16,8 +16,8 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, TERMINATE_GANG
-from workflows.messages import EnsureResult, ReplicaSnapshot, TerminateRequest
+from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, RECREATE_FOR_UPDATE, TERMINATE_GANG
+from workflows.messages import EnsureResult, RecreateRequest, ReplicaSnapshot, TerminateRequest
 
 T = TypeVar("T")
 
@@ -47,6 +47,17 @@ class TerminateCall:
         return f"{self.workflow_id}@{self.run_id}#{self.event_id}"
 
 
+@dataclass(frozen=True)
+class RecreateCall:
+    """One recreate-for-update activity (a rolling update's deletions) as the history records it."""
+
+    workflow_id: str
+    run_id: str
+    event_id: int
+    scheduled_at: datetime
+    request: RecreateRequest
+
+
 @dataclass
 class RunDigest:
     """What one run's history holds that the checks need."""
@@ -57,6 +68,7 @@ class RunDigest:
     terminations: list[TerminateCall] = field(default_factory=list)
     available_uids: set[str] = field(default_factory=set)  # PodClique UIDs an evaluated observation saw available
     observations: int = 0
+    recreations: list[RecreateCall] = field(default_factory=list)  # scheduled (deletions may have happened)
 
 
 @dataclass
@@ -71,6 +83,10 @@ class WorkflowDigest:
     @property
     def available_uids(self) -> set[str]:
         return {uid for run in self.runs for uid in run.available_uids}
+
+    @property
+    def recreations(self) -> list[RecreateCall]:
+        return [r for run in self.runs for r in run.recreations]
 
 
 def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> RunDigest:
@@ -102,6 +118,10 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             attrs = event.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
             scheduled[event.event_id] = (name, event)
+            if name == RECREATE_FOR_UPDATE:
+                digest.recreations.append(RecreateCall(workflow_id, run_id, event.event_id,
+                                                       event.event_time.ToDatetime(tzinfo=UTC),
+                                                       _decode(attrs.input, RecreateRequest)))
             if pending is not None:
                 if name != ENSURE_REPLICA:
                     evaluated(pending)

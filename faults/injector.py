@@ -17,7 +17,7 @@ from pathlib import Path
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from activities.kubeapi import PODCLIQUES, PODS, SCALINGGROUPS, Kube, KubeError, Resource
+from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube, KubeError, Resource
 from faults import schedule
 from faults.schedule import Step
 from grove.names import KIND_PODCLIQUESCALINGGROUP
@@ -27,7 +27,8 @@ from localstack.stack import LocalStack
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PROTECTED_NODE = "kwok-node-0"  # foreign pods live here; never lost
-RUNNER_FIELD_MANAGER = "grove-temporal-faults"  # our own writes, told apart from the product's ("grove-temporal")
+RUNNER_FIELD_MANAGER = "grove-temporal-faults"
+ROLLOUT_ENV = "ROLLOUT_GENERATION"  # the env var a template change sets  # our own writes, told apart from the product's ("grove-temporal")
 
 
 def worker_argv(kubeconfig: Path, temporal_address: str, namespace: str, task_queue: str) -> list[str]:
@@ -49,6 +50,7 @@ class Injector:
     scales: Counter[str] = field(default_factory=Counter)
     outages: list[dict[str, float | bool | str]] = field(default_factory=list)
     lost_nodes: list[str] = field(default_factory=list)
+    template_changes: list[dict[str, str | float]] = field(default_factory=list)
 
     async def run(self, steps: list[Step], started: float) -> None:
         for step in steps:
@@ -65,6 +67,9 @@ class Injector:
             return
         if step.action == schedule.SCALE:
             await self.scale(step)
+            return
+        if step.action == schedule.TEMPLATE_CHANGE:
+            await self.template_change(step)
             return
         self.faults[step.action] += 1
         if step.action == schedule.WORKER_KILL:
@@ -101,6 +106,34 @@ class Injector:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(1.0)
+
+    async def template_change(self, step: Step) -> None:
+        """Edit the PCS template as a user would: a new image tag (KWOK runs any image) or a new value of the env var
+        ROLLOUT_GENERATION, in every clique. Read-modify-write with the resourceVersion, retried through conflicts
+        and kube-apiserver outages (up to 90 s): the change must land, its rollout is checked to complete."""
+        assert step.pcs is not None
+        number = len(self.template_changes) + 1
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                pcs = await asyncio.to_thread(self.kube.get, PODCLIQUESETS, self.namespace, step.pcs)
+                assert pcs is not None, f"PodCliqueSet {step.pcs} is gone"
+                for clique in pcs["spec"]["template"]["cliques"]:
+                    container = clique["spec"]["podSpec"]["containers"][0]
+                    if step.change == schedule.CHANGE_IMAGE:
+                        container["image"] = f"{container['image'].split(':')[0]}:3.10-r{number}"
+                    else:
+                        env = [e for e in container.get("env") or [] if e.get("name") != ROLLOUT_ENV]
+                        container["env"] = [*env, {"name": ROLLOUT_ENV, "value": str(number)}]
+                await asyncio.to_thread(self.kube.replace, PODCLIQUESETS, self.namespace, step.pcs, pcs)
+                self.template_changes.append({"pcs": step.pcs, "change": step.change, "number": number,
+                                              "at": time.time()})
+                return
+            except KubeError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                if not exc.conflict:
+                    await asyncio.sleep(1.0)
 
     def set_readiness(self, pod: str, failing: bool) -> None:
         value = FAKE_READINESS_FAIL if failing else None

@@ -51,7 +51,7 @@ from activities.kubeapi import (
     KubeError,
     Resource,
 )
-from faults import invariants, schedule
+from faults import invariants, rollout_invariants, schedule
 from faults.history import HistoryReader, WorkflowDigest
 from faults.injector import NODES, PROTECTED_NODE, RUNNER_FIELD_MANAGER, Injector, worker_argv
 from faults.invariants import Findings, LiveObjects, ReplicaKey, Violation
@@ -67,7 +67,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 # Counts that each check recomputes over the whole run (report the last); the others are summed over rounds.
 CUMULATIVE = {"terminations_checked", "deletions_checked", "pclq_deletions_seen", "gang_terminated_events",
-              "scaled_releases_checked"}
+              "scaled_releases_checked", "pclq_rollout_deletions_seen", "pclq_scaled_in_seen",
+              "rollout_pod_deletions_checked", "rollout_max_units_down", "rollout_max_replicas_down"}
 BUSY_PHASES = {Phase.PENDING, Phase.CREATING, Phase.TERMINATING}
 
 
@@ -151,7 +152,8 @@ class FaultRun:
             self.injector = injector
             self.breakable = self._breakable_pods()
             planner = schedule.Planner(self.rng, self.breakable, self._pods_of("slow"), self.options.settings,
-                                       scalable=self._scalable())
+                                       scalable=self._scalable(), changeable=self._changeable())
+            self.planner = planner
             for index in range(1, self.options.rounds + 1):
                 await self._revive_components(stack, index)
                 steps = planner.plan_round()
@@ -243,6 +245,17 @@ class FaultRun:
             found += [("PodClique", p.name, p.replicas) for p in plan.standalone()]
         return tuple(found)
 
+    def _changeable(self) -> tuple[str, ...]:
+        """Whose template a user may change (issue 12): schedulable, unpaused PCSes with termination on. A rollout
+        waits for every recreated pod to be Ready; in `nodelay` and `paused` a pod the runner broke stays broken
+        (no termination recreates it), so their rollouts would wait for a heal the schedule may never draw."""
+        return tuple(p.name for p in self.workload.pcses if p.schedulable and not p.paused and p.delay)
+
+    @property
+    def changed(self) -> list[str]:
+        """PCSes whose template the run has changed so far (their rollouts must complete in every quiet period)."""
+        return sorted({str(c["pcs"]) for c in self.injector.template_changes})
+
     def _breakable_pods(self) -> dict[str, list[str]]:
         return {p.name: self._pods_of(p.name) for p in self.workload.pcses if p.breakable}
 
@@ -296,7 +309,7 @@ class FaultRun:
         return LiveObjects(
             pclqs=self.kube.list_items(PODCLIQUES, ns), pcsgs=self.kube.list_items(SCALINGGROUPS, ns),
             gangs=self.kube.list_items(PODGANGS, ns), pods=self.kube.list_items(PODS, ns),
-            services=self.kube.list_items(SERVICES, ns),
+            services=self.kube.list_items(SERVICES, ns), pcses=self.kube.list_items(PODCLIQUESETS, ns),
             nodes={n["metadata"]["name"] for n in self.kube.list_items(NODES)},
         )
 
@@ -308,6 +321,9 @@ class FaultRun:
             return [f"kube-apiserver: {exc}"]
         plans, uids = self.workload.plans, self.workload.uids
         problems = invariants.unsettled_objects(live, plans, uids)
+        await self._heal_masked(live)
+        pcses = [p for p in live.pcses if p["metadata"]["name"] in self.changed]
+        problems += rollout_invariants.rollout_incomplete(pcses, live.pods)
         events = list(self.recorder.snapshot()[0])
         breaches = invariants.live_breaches(live, plans, uids, self.in_scope, events)
         for key in self.keys:
@@ -327,6 +343,21 @@ class FaultRun:
         digests = await self._digests()
         return [f"{c.key}: terminate_gang in flight" for d in digests.values() for c in d.terminations
                 if not c.completed]
+
+    async def _heal_masked(self, live: LiveObjects) -> None:
+        """Faults stop in the quiet period: a pod the runner broke in a PodClique the rolling update masks
+        (UpdateInProgress) would hold the rollout's turn for ever, so heal it (counted). A breach that is not
+        masked is left alone: it must end in a termination."""
+        masked = {p["metadata"]["uid"] for p in live.pclqs if rollout_invariants.masked(p)}
+        for pod in live.pods:
+            name = pod["metadata"]["name"]
+            owner = next((r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")),
+                         None)
+            if name in self.planner.broken and owner in masked:
+                self.planner.broken.discard(name)
+                await asyncio.to_thread(self.injector.set_readiness, name, False)
+                self.injector.readiness["heal (masked by a rollout, quiet period)"] += 1
+                self.log(f"    healed {name}: broken in a PodClique a rollout masks")
 
     async def _quiet_and_check(self, index: int, steps: list[str]) -> None:
         began = time.monotonic()
@@ -377,10 +408,19 @@ class FaultRun:
         delays = {(key, pclq.name): self.workload.delay_of(key[0], pclq.name) or timedelta(0)
                   for key, plan in plans.items() for pclq in plan.pod_cliques}
         breaches = invariants.live_breaches(live, plans, uids, self.in_scope, pod_events)
+        masked = {p["metadata"]["uid"] for p in live.pclqs if rollout_invariants.masked(p)}
         found = Findings()
+        found.counts["breaches_masked_by_rollout"] += sum(1 for b in breaches if b.uid in masked)
+        breaches = [b for b in breaches if b.uid not in masked]
+        _, rollout_cliques = rollout_invariants.rollout_deleted(digests)
         found.merge(invariants.never_early(digests, pclqs))
         planned = {pclq.name for plan in plans.values() for pclq in plan.pod_cliques}
-        found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled, planned))
+        found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled, planned,
+                                            set(rollout_cliques)))
+        found.merge(rollout_invariants.rollout_budget_and_once(pod_events, digests))
+        if settled:
+            changed = [p for p in live.pcses if p["metadata"]["name"] in self.changed]
+            found.merge(rollout_invariants.rollout_complete(changed, live.pods, index))
         found.merge(invariants.scaled_gates(pod_events, plans))
         found.merge(invariants.objects_match(live, plans, uids, index))
         found.merge(invariants.none_missing(breaches, digests, delays, time.time(), self.options.missing_grace))
@@ -470,6 +510,7 @@ class FaultRun:
             "faults_total": sum(self.injector.faults.values()),
             "readiness_changes": dict(self.injector.readiness),
             "hpa_scale_writes": dict(sorted(self.injector.scales.items())),
+            "template_changes": self.injector.template_changes,
             "apiserver_outages": self.injector.outages,
             "lost_nodes": self.injector.lost_nodes,
             "stack_component_exits": self.component_exits,
@@ -486,7 +527,9 @@ class FaultRun:
             "phases_sampled": dict(sorted(self.phases_seen.items())),
             "recorder_relists": self.recorder.relists,
             "violations": len(self.violations),
-            "violations_by_invariant": {k: by_invariant.get(k, 0) for k in (*invariants.INVARIANTS, "worker")},
+            "violations_by_invariant": {k: by_invariant.get(k, 0) for k in (*invariants.INVARIANTS,
+                                                                            *rollout_invariants.ROLLOUT_INVARIANTS,
+                                                                            "worker")},
             "violation_details": [{"round": r, **asdict(v)} for r, v in self.violations.values()],
             "round_reports": [asdict(r) for r in self.rounds],
         }
@@ -516,6 +559,9 @@ def render(results: dict[str, Any]) -> str:
         "readiness changes: " + ", ".join(f"{k} {v}" for k, v in results["readiness_changes"].items()),
         "HPA-style scale writes: " + (", ".join(f"{k} {v}" for k, v in results["hpa_scale_writes"].items())
                                       or "none"),
+        "template changes (rolling updates): " + (", ".join(f"{c['pcs']} {c['change']}"
+                                                              for c in results.get("template_changes", []))
+                                                    or "none"),
         f"apiserver outages with a deadline pending: "
         f"{sum(1 for o in results['apiserver_outages'] if o['deadline_pending'])}/{len(results['apiserver_outages'])}",
         f"terminations checked: {results['terminations_checked']} "

@@ -23,6 +23,11 @@ HEAL = "heal"
 # What an HPA does to a scale subresource (DESIGN §4.10): up for a burst, then back to the template's count within
 # the round, so every settled check still compares with the template's plan.
 SCALE = "hpa-scale"
+# A user's edit of a PCS template (issue 12): a new container image, or a new env var value, in every clique; the
+# rolling update then runs under the round's other faults.
+TEMPLATE_CHANGE = "template-change"
+CHANGE_IMAGE = "image"
+CHANGE_ENV = "env"
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Settings:
     flap_hold_seconds: dict[str, tuple[float, float]] = field(default_factory=lambda: {"slow": (1.0, 8.0)})
     scale_probability: float = 0.5  # a round also scales one PCSG or PodClique up and back (SCALE)
     scale_hold_seconds: tuple[float, float] = (2.0, 8.0)
+    template_change_probability: float = 0.0  # a round also changes one PCS's template (TEMPLATE_CHANGE)
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,15 @@ class Step:
     pick: float = 0.0  # node-loss: which of the candidate nodes, as a fraction
     target: tuple[str, str] | None = None  # hpa-scale: (kind, object name)
     replicas: int = 0  # hpa-scale: the count written to the scale subresource
+    pcs: str | None = None  # template-change: which PodCliqueSet
+    change: str = ""  # template-change: CHANGE_IMAGE | CHANGE_ENV
 
     def describe(self) -> str:
         parts = [f"{self.at:5.1f}s {self.action}"]
         if self.pod:
             parts.append(self.pod)
+        if self.pcs:
+            parts.append(f"{self.pcs} ({self.change})")
         if self.target:
             parts.append(f"{self.target[0]}/{self.target[1]} → {self.replicas}")
         if self.seconds:
@@ -69,6 +79,7 @@ class Planner:
     deadline_pods: list[str]  # pods whose breach keeps a deadline pending for a while (the `slow` PCS)
     settings: Settings = field(default_factory=Settings)
     scalable: tuple[tuple[str, str, int], ...] = ()  # (kind, object name, template count) an HPA may scale
+    changeable: tuple[str, ...] = ()  # PCSes whose template a user may change (a rolling update follows)
     broken: set[str] = field(default_factory=set)  # what this planner has broken and not yet healed
     _cycle: list[str] = field(default_factory=list)
 
@@ -121,4 +132,9 @@ class Planner:
             back = min(up + rng.uniform(*s.scale_hold_seconds), window)
             steps.append(Step(up, SCALE, target=(kind, name), replicas=template + rng.randint(1, 2)))
             steps.append(Step(back, SCALE, target=(kind, name), replicas=template))
+        # Drawn only when template changes are on, so that runs without them replay the seeds of earlier runs.
+        if self.changeable and rng.random() < s.template_change_probability:
+            pcs = self.changeable[rng.randrange(len(self.changeable))]
+            change = rng.choice((CHANGE_IMAGE, CHANGE_ENV))
+            steps.append(Step(rng.uniform(0.0, window / 2), TEMPLATE_CHANGE, pcs=pcs, change=change))
         return sorted(steps, key=lambda step: step.at)

@@ -56,6 +56,12 @@ with workflow.unsafe.imports_passed_through():
         TurnReport,
     )
 
+# While idle, a replica that is not updated (its pods are being recreated after a gang termination or a lost node)
+# makes the next read come after active_resync rather than idle_resync, so updatedReplicas and updateProgress follow
+# the replica back within seconds. A running workflow written before this waited idle_resync (found by the fault
+# run: a PCS showed updatedReplicas 0 of 1 for minutes after a termination).
+RESYNC_NOT_UPDATED_PATCH = "rollout-resync-not-updated"
+
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 TIMEOUT = timedelta(seconds=60)
 LOG_KEPT = 40
@@ -93,6 +99,10 @@ class RolloutWorkflow:
                     await self._mirror(snapshot)
             self._render()
             active = self.state.current is not None or self._grant_failed or snapshot is None
+            if (not active and snapshot is not None and snapshot.valid and snapshot.strategy != names.STRATEGY_ON_DELETE
+                    and any(not r.updated for r in snapshot.replicas)
+                    and workflow.patched(RESYNC_NOT_UPDATED_PATCH)):
+                active = True
             timeout = input.active_resync if active else input.idle_resync
             with contextlib.suppress(asyncio.TimeoutError):
                 await workflow.wait_condition(lambda: self._woken or bool(self._reports), timeout=timeout,

@@ -124,3 +124,16 @@ def test_cli_writes_the_json(tmp_path: Path) -> None:
     assert result["command"].endswith("bench b2 --replicas 2 --delay 2 --out " + str(tmp_path))
     assert "late_observed_s" in done.stdout and str(path) in done.stdout
     _envelope_ok(result, "b2")
+
+
+async def test_rollout_against_the_floor(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("rollout", {"replicas": 2, "per_pcs": 1}, stack=stack), "rollout")
+    assert results["pods"] == 2 * 17 and results["pcs_count"] == 2
+    for side in ("product", "floor"):
+        figures = results[side]
+        assert figures["all_pods_updated_ready_s"] > 0
+        assert figures["pods_recreated"] == 2 * 17, figures  # every pod once, none twice
+        # one PCS replica at a time within a PCS; maxUnavailable 1 per component keeps the replica available
+        assert figures["max_unavailable_replicas_one_pcs"] <= 1, figures
+        assert figures["kube_requests"] > 0
+    assert results["time_vs_floor"] and results["requests_vs_floor"]
