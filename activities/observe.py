@@ -191,7 +191,7 @@ def clique_states(view: ClusterView, plan: ReplicaPlan | None = None) -> dict[st
 
 def _outdated(pod: JSON, target: str) -> bool:
     """Labelled with another template. A pod without the label (created before it existed) is adopted as current:
-    grove-temporal cannot tell what it was made from (README, Known limitations)."""
+    grove-temporal cannot tell what it was made from (docs/limitations.md)."""
     label = (pod["metadata"].get("labels") or {}).get(names.LABEL_POD_TEMPLATE_HASH)
     return label is not None and label != target
 

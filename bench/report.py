@@ -30,7 +30,7 @@ def envelope(scenario: str, options: dict[str, Any], results: dict[str, Any], *,
         "machine": {**machine, "loadavg_at_end": env.load_average()},
         "versions": env.versions(kube_version),
         "options": options,
-        # the worker inherits it (README, "Gang scheduling backends"); auto = kube on the local stack
+        # the worker inherits it (docs/semantics.md, "Gang scheduling backends"); auto = kube on the local stack
         "scheduler_backend": os.environ.get("GROVE_TEMPORAL_SCHEDULER_BACKEND") or "auto",
         "results": results,
         "notes": notes,

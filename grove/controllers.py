@@ -2,7 +2,7 @@
 when the Grove operator has claimed it (its finalizer on the PodCliqueSet) or manages objects of the replica (its
 `app.kubernetes.io/managed-by: grove-operator` label on PodCliques, pods or PodGangs named after it), the replica
 is held exactly like an invalid one: nothing is created, released, terminated or deleted, and the PodCliqueSet gets
-SpecValid=False with this message and an InvalidSpec Event. Deleting the other controller's claim (see README,
+SpecValid=False with this message and an InvalidSpec Event. Deleting the other controller's claim (see docs/operations.md,
 "Running beside the Grove operator") lets grove-temporal take over at its next round."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ NOT_IMPLEMENTED = {
     "spec.template.podCliqueScalingGroups[].topologyConstraint": _TOPOLOGY,
     "spec.template.podCliqueScalingGroups[].resourceSharing": _SHARING,
 }
-"""Grove field (list items as `[]`) -> what happens instead. The README's Known limitations lists the same."""
+"""Grove field (list items as `[]`) -> what happens instead. docs/limitations.md lists the same."""
 
 
 def unsupported_fields(pcs: PodCliqueSet) -> list[Problem]:

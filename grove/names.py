@@ -56,7 +56,7 @@ LABEL_POD_TEMPLATE_HASH = "grove.io/pod-template-hash"
 # Our value for app.kubernetes.io/managed-by: objects carrying it are ours to change or delete.
 MANAGED_BY = "grove-temporal"
 # The Grove operator's (ai-dynamo/grove operator/api/common: LabelManagedByValue, FinalizerPodCliqueSet). A PCS whose
-# objects carry it, or that carries its finalizer, is driven by Grove's operator: we hold it (README: running beside
+# objects carry it, or that carries its finalizer, is driven by Grove's operator: we hold it (docs/operations.md: running beside
 # the Grove operator).
 GROVE_OPERATOR_MANAGED_BY = "grove-operator"
 GROVE_OPERATOR_PCS_FINALIZER = "grove.io/podcliqueset.grove.io"

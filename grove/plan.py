@@ -203,7 +203,7 @@ class ReplicaPlan(_Frozen):
         )
 
     def summary(self) -> dict[str, Any]:
-        """This replica in the `plan -o json` shape (see README)."""
+        """This replica in the `plan -o json` shape (docs/operations.md)."""
         return {
             "index": self.replica,
             "headlessService": self.service.name,

@@ -83,7 +83,7 @@ def lose_node(core: client.CoreV1Api, name: str) -> None:
     First its kubelet goes silent (KWOK stops managing it: no lease renewals, no pod status, pods on it are never
     finalized), then the cloud provider's node lifecycle deletes the Node object. From there kube-controller-manager's
     pod garbage collector force-deletes the pods bound to the missing node — after its fixed 40 s quarantine and on
-    its 20 s cycle, so pods go away 40–60 s after the node (see README "Losing a node").
+    its 20 s cycle, so pods go away 40–60 s after the node (see docs/operations.md, "Losing a node").
     """
     try:
         core.patch_node(name, {"metadata": {"labels": {MANAGED_NODE_LABEL: None}}})

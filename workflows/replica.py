@@ -82,7 +82,7 @@ ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coef
 ACTIVITY_TIMEOUT = timedelta(seconds=60)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
-# Patches: each names one change to the commands this workflow issues (README, "Upgrading the workflow safely").
+# Patches: each names one change to the commands this workflow issues (docs/architecture.md, "Upgrading the workflow safely").
 # Also: TIMED_NUDGES_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH (workflows/signals.py), ROLLOUT_PATCH
 # (workflows/replica_rollout.py).
 BREACH_EVENTS_PATCH = "breach-events"
@@ -308,7 +308,7 @@ class ReplicaWorkflow:
         """Kubernetes Events when a breach begins (saying when it will be acted on) and when it heals.
 
         Added after the first release: guarded by a patch so that histories of workflows started before it, which
-        have no such activity, still replay (see README, "Upgrading the workflow safely")."""
+        have no such activity, still replay (see docs/architecture.md, "Upgrading the workflow safely")."""
         breaches = presentation.current_breaches(evaluation)
         started = {name: text for name, (start, text) in breaches.items()
                    if self.state.announced_breaches.get(name) != start}

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.rollout_messages import ReplicaRolloutCarry, RolloutTurn, RolloutView, TurnReport
 
 # Recreating pods for a rolling update, and telling the rollout workflow how a turn ended, are commands a workflow
-# written before rolling updates never issued (README, "Upgrading the workflow safely").
+# written before rolling updates never issued (docs/architecture.md, "Upgrading the workflow safely").
 ROLLOUT_PATCH = "rolling-updates"
 
 RunActivity = Callable[[str, Any, type, str], Awaitable[Any]]

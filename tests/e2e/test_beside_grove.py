@@ -1,7 +1,7 @@
 """One controller per PodCliqueSet: objects labelled as Grove's operator labels them
 (`app.kubernetes.io/managed-by: grove-operator`, ai-dynamo/grove operator/api/common/labels.go), or Grove's
 finalizer on the PodCliqueSet, hold the replica: nothing of ours is created, Grove's objects are untouched, the
-PodCliqueSet says why (SpecValid=False, InvalidSpec Event). The migration steps of the README then hand it over."""
+PodCliqueSet says why (SpecValid=False, InvalidSpec Event). The migration steps of docs/operations.md then hand it over."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ async def test_a_pcs_whose_objects_grove_manages_is_held_until_handed_over(
     after = cluster.kube.get(PODCLIQUES, cluster.namespace, "gp-0-a")
     assert after is not None and after["metadata"]["resourceVersion"] == grove_pclq["metadata"]["resourceVersion"]
 
-    # Migration (README): Grove's operator stopped, its objects of the PCS deleted, its finalizer removed.
+    # Migration (docs/operations.md): Grove's operator stopped, its objects of the PCS deleted, its finalizer removed.
     cluster.kube.delete(PODCLIQUES, cluster.namespace, "gp-0-a", uid=grove_pclq["metadata"]["uid"])
     wait_for(lambda: cluster.kube.get(PODCLIQUES, cluster.namespace, "gp-0-a") is None, timeout=30,
              what="Grove's PodClique gone")

@@ -1,7 +1,7 @@
 """Upgrades: histories of workflows started by older releases still replay against today's code.
 
 Replica workflows live as long as their PodCliqueSet, so a new release meets histories written by the old one.
-Every change to the commands a workflow issues is guarded by `workflow.patched(<id>)` (README, "Upgrading the
+Every change to the commands a workflow issues is guarded by `workflow.patched(<id>)` (docs/architecture.md, "Upgrading the
 workflow safely"). These tests replay the frozen histories in tests/fixtures/histories/compat/ and show that the
 guard is what keeps them replaying: forced onto the new path, the same histories fail as non-deterministic.
 """
