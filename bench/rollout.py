@@ -305,6 +305,12 @@ class FloorRollout:
                     position[i] += 1
                 elif phase[i] == "creating" and time.monotonic() - written_at[i] > 2.0:
                     self._refresh([n for n, s in state.items() if s is None or not s[1]])
+                    with self.changed:
+                        missing = [n for n in unit if n not in self.pods]
+                    for n in missing:
+                        # KWOK deletes by name: a stale delete of the old pod, queued in KWOK, can remove the new pod
+                        # created under the same name within milliseconds (seen in kwok.log); create it again
+                        self.create(new_bodies[n])
                     written_at[i] = time.monotonic()
             with self.changed:
                 self.changed.wait(0.05)
@@ -324,6 +330,10 @@ async def _floor(cluster: BenchCluster, observer: Observer, counts: dict[str, in
             list(pool.map(floor.create, [b for bodies in old.values() for b in bodies.values()]))
         await asyncio.to_thread(observer.wait, lambda: _all_at(observer, namespace, total, None), timeout,
                                 f"floor: {total} pods Ready", 0.5)
+        # The floor decides from its own watch, so it starts only once that watch has seen every pod Ready: a pod
+        # it has not seen yet would look already gone right after its delete, and its create would meet the old pod.
+        every = [n for bodies in old.values() for n in bodies]
+        await asyncio.to_thread(floor.wait, lambda: all(floor.pods.get(n, ("", False))[1] for n in every), timeout)
         floor.writes.clear()
         hashes = new_hashes(namespace)
         t0 = time.time()

@@ -132,7 +132,10 @@ async def test_rollout_against_the_floor(stack: LocalStack) -> None:
     for side in ("product", "floor"):
         figures = results[side]
         assert figures["all_pods_updated_ready_s"] > 0
-        assert figures["pods_recreated"] == 2 * 17, figures  # every pod once, none twice
+        if side == "product":
+            assert figures["pods_recreated"] == 2 * 17, figures  # every pod once, none twice
+        else:  # the floor re-creates a pod KWOK's stale by-name delete removed (bench/rollout.py)
+            assert figures["pods_recreated"] >= 2 * 17, figures
         # one PCS replica at a time within a PCS; maxUnavailable 1 per component keeps the replica available
         assert figures["max_unavailable_replicas_one_pcs"] <= 1, figures
         assert figures["kube_requests"] > 0
