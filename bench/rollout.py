@@ -242,8 +242,8 @@ class FloorRollout:
 
     def _refresh(self, names: list[str]) -> None:
         """Pods the watch has not shown in the awaited state 2 s after the floor's write are read once from the
-        apiserver (a counted GET): a missed or dropped watch event (seen once in CI, cause not found) must not
-        wedge the floor."""
+        apiserver (a counted GET), so a slow watch never makes the floor create a pod that already exists, and a
+        pod KWOK's stale by-name delete removed is seen gone (the wedge seen in CI)."""
         for name in names:
             self._count("get")
             pod = self.kube.get(PODS, self.namespace, name)
