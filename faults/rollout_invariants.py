@@ -8,16 +8,21 @@ objects.
 |                  |                                        | PodClique (pods) or PCSG (PCSG replicas) are down       |
 |                  |                                        | because of the rollout, nor units of two replicas of    |
 |                  |                                        | one PCS                                                 |
-| rollout-once     | pod watch, histories                   | the rollout never deletes two incarnations of one pod   |
-|                  |                                        | at the same template hash, and never one whose          |
-|                  |                                        | replacement has the hash it had                         |
+| rollout-once     | pod watch, histories                   | a pod the rollout deleted alone is never deleted twice  |
+|                  |                                        | at one template hash nor replaced at the hash it had;   |
+|                  |                                        | a PCSG replica it recreated had at least one pod that   |
+|                  |                                        | comes back at another hash (the replica is Grove's      |
+|                  |                                        | unit: pods already updated, e.g. after a lost node, go  |
+|                  |                                        | with it)                                                |
 | rollout-complete | live PCS and pods, settled rounds only | updatedReplicas == replicas and every pod of ours at    |
 |                  |                                        | its clique's current pod-template hash                  |
 
-"Down because of the rollout": a pod the rollout deleted while it was Ready, from the first event showing it
-deleting until a pod of the same name (a new UID) is Ready. Deleting a pod that was already not Ready takes nothing
-away (grove.rollout.replica_step recreates those first, outside the budget), so it is not counted. A PCSG replica is
-one unit: down while any of its pods is.
+"Down because of the rollout": a unit (a standalone pod, or a whole PCSG replica) the rollout deleted while it was
+available, from the first event showing it going until a pod of the same name (a new UID) is Ready. The product
+decides a step on pods it read just before scheduling it and recreates unavailable outdated units first, outside the
+budget (grove.rollout.replica_step), so a unit costs budget only if it was available at every event from
+DECISION_SLACK_S before the step was scheduled until it went. Available: every pod name seen in the unit has a live,
+Ready, not deleting incarnation; a pod the pod GC removed with its lost node is missing, so its unit is unavailable.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ ROLLOUT_BUDGET = "rollout-budget"
 ROLLOUT_ONCE = "rollout-once"
 ROLLOUT_COMPLETE = "rollout-complete"
 ROLLOUT_INVARIANTS = (ROLLOUT_BUDGET, ROLLOUT_ONCE, ROLLOUT_COMPLETE)
+DECISION_SLACK_S = 5.0  # a step is decided on pods read up to this long before it is scheduled
 
 
 @dataclass(frozen=True)
@@ -47,16 +53,17 @@ class _Down:
     unit: str  # pod name, or PCSG replica
 
 
-def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[set[str], dict[str, float]]:
-    """(pod UIDs, PodClique UID -> when the step was scheduled) some rollout step of a replica workflow asked to
-    delete."""
-    pods: set[str] = set()
+def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[dict[str, float], dict[str, float]]:
+    """(pod UID, PodClique UID) -> when the rollout step that asked to delete it was scheduled."""
+    pods: dict[str, float] = {}
     cliques: dict[str, float] = {}
     for digest in digests.values():
         for call in digest.recreations:
-            pods |= set(call.request.pods.values())
+            at = call.scheduled_at.timestamp()
+            for uid in call.request.pods.values():
+                pods.setdefault(uid, at)
             for uid in call.request.cliques.values():
-                cliques.setdefault(uid, call.scheduled_at.timestamp())
+                cliques.setdefault(uid, at)
     return pods, cliques
 
 
@@ -67,15 +74,48 @@ def _unit(key: ReplicaKey, pod: PodState) -> _Down:
     return _Down(key, pod.labels.get(names.LABEL_PODCLIQUE, "?"), pod.name)
 
 
+class _Units:
+    """Which units are available, from the pod stream: a unit is available when every pod name ever seen in it has
+    a live incarnation that is Ready and not deleting (a pod the pod GC removed with its lost node is missing, so its
+    unit is not). For the workload's PCSGs (minAvailable == replicas in every clique) that is the product's rule."""
+
+    def __init__(self) -> None:
+        self.names: dict[_Down, set[str]] = defaultdict(set)
+        self.live: dict[_Down, dict[str, dict[str, PodState]]] = defaultdict(lambda: defaultdict(dict))
+        self.last_unavailable: dict[_Down, float] = {}
+
+    def available(self, unit: _Down) -> bool:
+        live = self.live[unit]
+        return all(any(s.ready and not s.deleting for s in live[name].values()) for name in self.names[unit])
+
+    def available_since(self, unit: _Down, since: float) -> bool:
+        """Available now and at every event since `since`."""
+        return self.available(unit) and self.last_unavailable.get(unit, float("-inf")) < since
+
+    def apply(self, unit: _Down, event: PodEvent) -> None:
+        pod = event.pod
+        self.names[unit].add(pod.name)
+        if event.type == "DELETED":
+            self.live[unit][pod.name].pop(pod.uid, None)
+        else:
+            self.live[unit][pod.name][pod.uid] = pod
+        if not self.available(unit):
+            self.last_unavailable[unit] = event.at
+
+
 def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[ReplicaKey, WorkflowDigest],
                             max_unavailable: int = names.DEFAULT_MAX_UNAVAILABLE) -> Findings:
     """Replays our pod stream with the rollout's deletions (by UID, from the histories) marked."""
     found = Findings()
     pod_uids, clique_uids = rollout_deleted(digests)
-    unit_was_available: dict[tuple[ReplicaKey, str, str, str], bool] = {}  # (key, pcsg, replica, clique uid)
+    units = _Units()
     last: dict[str, PodState] = {}  # uid -> last state seen
     down: dict[str, _Down] = {}  # pod name -> unit it keeps down, until a new incarnation of the name is Ready
-    deleted_hash: dict[str, str] = {}  # pod name -> hash of the incarnation the rollout deleted last
+    deleted_hash: dict[str, str] = {}  # pod name -> hash of the incarnation the rollout deleted alone, last
+    charged: dict[tuple[_Down, float], bool] = {}  # (PCSG replica, step) -> whether its deletion cost budget
+    awaiting: dict[str, tuple[_Down, float, str]] = {}  # pod name -> (unit, step, hash) of a whole-unit deletion
+    unit_pending: dict[tuple[_Down, float], int] = defaultdict(int)  # replacements not yet seen
+    unit_changed: dict[tuple[_Down, float], bool] = {}  # whether some replacement came at another hash
     counted: set[str] = set()  # rollout-deleted UIDs already handled
     seen_pairs: set[tuple[str, str]] = set()
     max_units = max_replicas = 0
@@ -84,64 +124,76 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
         key = _labels_key(pod.labels)
         if key is None or not pod.ours:
             continue
+        unit = _unit(key, pod)
         before = last.get(pod.uid)
         last[pod.uid] = pod
+        going = pod.deleting or event.type == "DELETED"
+        template = pod.labels.get(names.LABEL_POD_TEMPLATE_HASH, "")
         # A pod of a PodClique the rollout deleted is the rollout's only if it went after the step was scheduled
         # (an incarnation a lost node took earlier had the same owner).
-        by_rollout = pod.uid in pod_uids or (pod.owner_uid in clique_uids and (before is None or not before.deleting)
-                                             and event.at >= clique_uids[pod.owner_uid] - 1.0)
-        if by_rollout and pod.uid not in counted and (pod.deleting or event.type == "DELETED"):
+        step = pod_uids.get(pod.uid)
+        whole_unit = step is None and pod.owner_uid in clique_uids and (before is None or not before.deleting) \
+            and event.at >= clique_uids[pod.owner_uid] - 1.0
+        if whole_unit:
+            step = clique_uids[pod.owner_uid]
+        if step is not None and pod.uid not in counted and going:
             counted.add(pod.uid)
             found.counts["rollout_pod_deletions_checked"] += 1
-            template = pod.labels.get(names.LABEL_POD_TEMPLATE_HASH, "")
-            pair = (pod.name, template)
-            if pair in seen_pairs:
-                found.violate(ROLLOUT_ONCE, f"twice/{pod.name}/{template}", f"{key}: the rollout deleted pod "
-                              f"{pod.name} twice at template hash {template} (second: {pod.uid})")
-            seen_pairs.add(pair)
-            deleted_hash[pod.name] = template
-            unit = _unit(key, pod)
-            if pod.uid in pod_uids:
-                if before is not None and before.ready and not before.deleting:
-                    down[pod.name] = unit
+            # The step was decided on a snapshot read before it was scheduled: a unit unavailable at any instant
+            # from then (with slack for the read) may have been picked as unavailable, which costs nothing.
+            costs = units.available_since(unit, step - DECISION_SLACK_S)
+            if whole_unit:
+                costs = charged.setdefault((unit, step), costs)
+                awaiting[pod.name] = (unit, step, template)
+                unit_pending[(unit, step)] += 1
+                unit_changed.setdefault((unit, step), False)
             else:
-                # A PCSG replica costs budget only if it was available when the rollout deleted it: decided at its
-                # first pod seen going, from the last state of every pod of the unit.
-                decided = (key, unit.group, unit.unit, pod.owner_uid)
-                if decided not in unit_was_available:
-                    members = [before if p.uid == pod.uid else p for p in last.values()
-                               if p is not None and _labels_key(p.labels) == key and _unit(key, p) == unit
-                               and p.owner_uid in clique_uids]
-                    unit_was_available[decided] = all(m is not None and m.ready and not m.deleting for m in members)
-                if unit_was_available[decided]:
-                    down[pod.name] = unit
-        elif event.type != "DELETED" and not pod.deleting and pod.name in deleted_hash and pod.uid not in counted:
-            template = pod.labels.get(names.LABEL_POD_TEMPLATE_HASH, "")
-            was = deleted_hash.get(pod.name)
-            if before is None and was and template == was:
-                found.violate(ROLLOUT_ONCE, f"same/{pod.name}/{template}", f"{key}: pod {pod.name} was deleted by "
-                              f"the rollout at hash {template} and recreated at the same hash ({pod.uid})")
+                pair = (pod.name, template)
+                if pair in seen_pairs:
+                    found.violate(ROLLOUT_ONCE, f"twice/{pod.name}/{template}", f"{key}: the rollout deleted pod "
+                                  f"{pod.name} twice at template hash {template} (second: {pod.uid})")
+                seen_pairs.add(pair)
+                deleted_hash[pod.name] = template
+            if costs:
+                down[pod.name] = unit
+        elif not going and pod.uid not in counted:
+            if before is None and pod.name in deleted_hash:  # the replacement of a pod the rollout deleted alone
+                if template == deleted_hash.pop(pod.name):
+                    found.violate(ROLLOUT_ONCE, f"same/{pod.name}/{template}", f"{key}: pod {pod.name} was deleted "
+                                  f"by the rollout at hash {template} and recreated at the same hash ({pod.uid})")
+            if before is None and pod.name in awaiting:  # the replacement of a pod of a recreated PCSG replica
+                was_unit, was_step, was_hash = awaiting.pop(pod.name)
+                unit_pending[(was_unit, was_step)] -= 1
+                if template != was_hash:
+                    unit_changed[(was_unit, was_step)] = True
             if pod.ready:
                 down.pop(pod.name, None)
         if event.type == "DELETED":
             last.pop(pod.uid, None)
+        units.apply(unit, event)
         # the budget at this instant
-        units: dict[tuple[ReplicaKey, str], set[str]] = defaultdict(set)
+        units_down: dict[tuple[ReplicaKey, str], set[str]] = defaultdict(set)
         replicas: dict[str, set[int]] = defaultdict(set)
-        for unit in down.values():
-            units[(unit.key, unit.group)].add(unit.unit)
-            replicas[unit.key[0]].add(unit.key[1])
-        for (replica, group), which in units.items():
-            max_units = max(max_units, len(which))
-            if len(which) > max_unavailable:
-                found.violate(ROLLOUT_BUDGET, f"units/{replica}/{group}/{len(which)}", f"{replica}: {len(which)} "
-                              f"units of {group} down because of the rollout at once ({sorted(which)}), "
-                              f"maxUnavailable {max_unavailable} (pod event {event.seq})")
+        for which in down.values():
+            units_down[(which.key, which.group)].add(which.unit)
+            replicas[which.key[0]].add(which.key[1])
+        for (replica, group), which_units in units_down.items():
+            max_units = max(max_units, len(which_units))
+            if len(which_units) > max_unavailable:
+                found.violate(ROLLOUT_BUDGET, f"units/{replica}/{group}/{len(which_units)}", f"{replica}: "
+                              f"{len(which_units)} units of {group} down because of the rollout at once "
+                              f"({sorted(which_units)}), maxUnavailable {max_unavailable} (pod event {event.seq})")
         for pcs, indices in replicas.items():
             max_replicas = max(max_replicas, len(indices))
             if len(indices) > 1:
                 found.violate(ROLLOUT_BUDGET, f"replicas/{pcs}/{sorted(indices)}", f"{pcs}: replicas "
                               f"{sorted(indices)} down because of the rollout at once (pod event {event.seq})")
+    # A recreated PCSG replica takes its pods already at the target along (Grove's unit), so one pod coming back at
+    # its own hash is expected; a replica whose every pod came back at the hash it had was not outdated at all.
+    for (unit, step), changed in unit_changed.items():
+        if not changed and unit_pending[(unit, step)] == 0:
+            found.violate(ROLLOUT_ONCE, f"unit/{unit.key}/{unit.group}/{unit.unit}/{step}", f"{unit.key}: the rollout "
+                          f"recreated {unit.group} replica {unit.unit} though every pod of it was already at its hash")
     found.counts["rollout_max_units_down"] = max_units
     found.counts["rollout_max_replicas_down"] = max_replicas
     return found

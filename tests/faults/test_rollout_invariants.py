@@ -5,6 +5,7 @@ PodClique deletions (whole PCSG replicas) from terminations; template-change ste
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -241,3 +242,73 @@ def test_an_incarnation_that_went_before_the_rollout_step_is_not_the_rollouts() 
     found = rollout_invariants.rollout_budget_and_once(stream, {("avail", 0): WorkflowDigest(
         "wf", [RunDigest("run", None, False, recreations=[call])])})
     assert found.violations == [] and found.counts["rollout_pod_deletions_checked"] == 1
+
+
+def _pcsg_stream(*steps: tuple[float, str, PodState]) -> list[PodEvent]:
+    return [PodEvent(seq, at, kind, state) for seq, (at, kind, state) in enumerate(steps)]
+
+
+def _group(replica: int) -> dict[str, Any]:
+    return dict(pcsg="avail-0-prefill", pclq=f"avail-0-prefill-{replica}-worker", pcsg_replica=replica)
+
+
+def _unit_step(at: float, *replicas: int) -> dict[tuple[str, int], WorkflowDigest]:
+    cliques = {f"avail-0-prefill-{j}-worker": f"pclq-avail-0-prefill-{j}-worker-0" for j in replicas}
+    call = RecreateCall("wf", "run", 1, datetime.fromtimestamp(at, UTC), recreate(cliques=cliques))
+    return {("avail", 0): WorkflowDigest("wf", [RunDigest("run", None, False, recreations=[call])])}
+
+
+def lost_node_then_rollout() -> list[tuple[float, str, PodState]]:
+    """PCSG replica 1 loses worker-0 with its node (the pod GC deletes it, ensure brings it back at the new template
+    and it turns Ready), then one rollout step recreates replica 0 (within the budget) and replica 1 (unavailable a
+    moment ago, so free) together."""
+    w = "avail-0-prefill-{}-worker-{}"
+    return [(1, "ADDED", pod(w.format(0, 0), "w0", **_group(0))), (1, "ADDED", pod(w.format(0, 1), "w1", **_group(0))),
+            (1, "ADDED", pod(w.format(1, 0), "x0", **_group(1))), (1, "ADDED", pod(w.format(1, 1), "x1", **_group(1))),
+            (10, "DELETED", pod(w.format(1, 0), "x0", deleting=True, **_group(1))),
+            (10.5, "ADDED", pod(w.format(1, 0), "y0", ready=False, hash_="new", **_group(1))),
+            (11, "MODIFIED", pod(w.format(1, 0), "y0", hash_="new", **_group(1))),
+            (13, "MODIFIED", pod(w.format(0, 0), "w0", deleting=True, **_group(0))),
+            (13, "MODIFIED", pod(w.format(0, 1), "w1", deleting=True, **_group(0))),
+            (13, "MODIFIED", pod(w.format(1, 0), "y0", deleting=True, hash_="new", **_group(1))),
+            (13, "MODIFIED", pod(w.format(1, 1), "x1", deleting=True, **_group(1))),
+            (14, "ADDED", recreated(pod(w.format(1, 0), "z0", hash_="new", **_group(1)))),
+            (14, "ADDED", recreated(pod(w.format(1, 1), "z1", hash_="new", **_group(1))))]
+
+
+def recreated(state: PodState) -> PodState:
+    """The pod of a PodClique the rollout recreated: a new owner UID."""
+    return dataclasses.replace(state, owner_uid=state.owner_uid + "-new")
+
+
+def test_a_pcsg_replica_missing_a_pod_just_before_the_step_costs_no_budget() -> None:
+    """Fault run seed 12 round 13: a lost node's pods are gone (not NotReady) when their replica is picked; the
+    step was scheduled 1.5 s after the replica was whole again, inside the slack for the product's read."""
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()), _unit_step(12.5, 0, 1))
+    assert found.violations == [] and found.counts["rollout_max_units_down"] == 1
+    # decided long after replica 1 was whole again, both replicas cost budget: two down at once
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()), _unit_step(12.9 + 30, 0, 1))
+    assert found.violations == []  # the deletions at 13 s came before that step: not the rollout's
+    late = [(at + 30 if at >= 13 else at, kind, state) for at, kind, state in lost_node_then_rollout()]
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*late), _unit_step(42.5, 0, 1))
+    assert {v.invariant for v in found.violations} == {rollout_invariants.ROLLOUT_BUDGET}
+    assert found.counts["rollout_max_units_down"] == 2
+
+
+def test_a_recreated_pcsg_replica_takes_its_updated_pods_along_but_must_have_been_outdated() -> None:
+    """y0 was already at the new hash and comes back at it (Grove's unit is the whole replica): fine. A replica every
+    pod of which comes back at the hash it had was not outdated: a second recreation for one change."""
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()), _unit_step(12.5, 0, 1))
+    assert not [v for v in found.violations if v.invariant == rollout_invariants.ROLLOUT_ONCE]
+    w = "avail-0-prefill-1-worker-{}"
+    again = [*lost_node_then_rollout(),
+             (15, "MODIFIED", recreated(pod(w.format(0), "z0", deleting=True, hash_="new", **_group(1)))),
+             (15, "MODIFIED", recreated(pod(w.format(1), "z1", deleting=True, hash_="new", **_group(1)))),
+             (16, "ADDED", pod(w.format(0), "v0", hash_="new", **_group(1))),
+             (16, "ADDED", pod(w.format(1), "v1", hash_="new", **_group(1)))]
+    first = _unit_step(12.5, 0, 1)[("avail", 0)].runs[0].recreations[0]
+    second = RecreateCall("wf", "run", 2, datetime.fromtimestamp(14.5, UTC), recreate(
+        cliques={"avail-0-prefill-1-worker": "pclq-avail-0-prefill-1-worker-0-new"}))
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*again), {("avail", 0): WorkflowDigest(
+        "wf", [RunDigest("run", None, False, recreations=[first, second])])})
+    assert [v.key.split("/")[0] for v in found.violations] == ["unit"]
