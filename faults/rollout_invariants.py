@@ -157,10 +157,10 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
             if costs:
                 down[pod.name] = unit
         elif not going and pod.uid not in counted:
-            if before is None and pod.name in deleted_hash:  # the replacement of a pod the rollout deleted alone
-                if template == deleted_hash.pop(pod.name):
-                    found.violate(ROLLOUT_ONCE, f"same/{pod.name}/{template}", f"{key}: pod {pod.name} was deleted "
-                                  f"by the rollout at hash {template} and recreated at the same hash ({pod.uid})")
+            # the replacement of a pod the rollout deleted alone (popped: only its first replacement is judged)
+            if before is None and pod.name in deleted_hash and template == deleted_hash.pop(pod.name):
+                found.violate(ROLLOUT_ONCE, f"same/{pod.name}/{template}", f"{key}: pod {pod.name} was deleted "
+                              f"by the rollout at hash {template} and recreated at the same hash ({pod.uid})")
             if before is None and pod.name in awaiting:  # the replacement of a pod of a recreated PCSG replica
                 was_unit, was_step, was_hash = awaiting.pop(pod.name)
                 unit_pending[(was_unit, was_step)] -= 1
