@@ -56,6 +56,7 @@ class RecreateCall:
     event_id: int
     scheduled_at: datetime
     request: RecreateRequest
+    read_at: datetime | None = None  # when the read the step was decided on was scheduled (observe or ensure)
 
 
 @dataclass
@@ -99,6 +100,7 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
     scheduled: dict[int, tuple[str, HistoryEvent]] = {}
     digest = RunDigest(run_id=run_id, previous_run_id=None, closed=False)
     pending: ReplicaSnapshot | None = None
+    read_at: datetime | None = None  # the latest observe/ensure read that completed: what a step is decided on
 
     def evaluated(snapshot: ReplicaSnapshot) -> None:
         digest.observations += 1
@@ -121,7 +123,7 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             if name == RECREATE_FOR_UPDATE:
                 digest.recreations.append(RecreateCall(workflow_id, run_id, event.event_id,
                                                        event.event_time.ToDatetime(tzinfo=UTC),
-                                                       _decode(attrs.input, RecreateRequest)))
+                                                       _decode(attrs.input, RecreateRequest), read_at))
             if pending is not None:
                 if name != ENSURE_REPLICA:
                     evaluated(pending)
@@ -129,6 +131,8 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
+            if name in (OBSERVE_REPLICA, ENSURE_REPLICA):
+                read_at = scheduled_event.event_time.ToDatetime(tzinfo=UTC)
             if name == OBSERVE_REPLICA:
                 pending = _decode(attrs_done.result, ReplicaSnapshot)
             elif name == ENSURE_REPLICA:

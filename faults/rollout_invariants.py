@@ -20,8 +20,8 @@ objects.
 "Down because of the rollout": a unit (a standalone pod, or a whole PCSG replica) the rollout deleted while it was
 available, from the first event showing it going until a pod of the same name (a new UID) is Ready. The product
 decides a step on pods it read just before scheduling it and recreates unavailable outdated units first, outside the
-budget (grove.rollout.replica_step), so a unit costs budget only if it was available at every event from
-DECISION_SLACK_S before the step was scheduled until it went. Available: every pod name seen in the unit has a live,
+budget (grove.rollout.replica_step), so a unit costs budget only if it was available at every event from that read
+(the observe or ensure activity before the step, from the history) until it went. Available: every pod name seen in the unit has a live,
 Ready, not deleting incarnation; a pod the pod GC removed with its lost node is missing, so its unit is unavailable.
 """
 
@@ -43,7 +43,8 @@ ROLLOUT_BUDGET = "rollout-budget"
 ROLLOUT_ONCE = "rollout-once"
 ROLLOUT_COMPLETE = "rollout-complete"
 ROLLOUT_INVARIANTS = (ROLLOUT_BUDGET, ROLLOUT_ONCE, ROLLOUT_COMPLETE)
-DECISION_SLACK_S = 5.0  # a step is decided on pods read up to this long before it is scheduled
+DECISION_SLACK_S = 5.0  # a step without a read in its history: decided on pods read up to this long before it
+WATCH_SKEW_S = 1.0  # our pod watch and the Temporal server's clock: one machine, events arrive late by up to this
 
 
 @dataclass(frozen=True)
@@ -53,17 +54,25 @@ class _Down:
     unit: str  # pod name, or PCSG replica
 
 
-def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[dict[str, float], dict[str, float]]:
-    """(pod UID, PodClique UID) -> when the rollout step that asked to delete it was scheduled."""
-    pods: dict[str, float] = {}
-    cliques: dict[str, float] = {}
+@dataclass(frozen=True)
+class _Step:
+    read: float  # when the read the step was decided on began
+    scheduled: float  # when the step's deletions were scheduled
+
+
+def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[dict[str, _Step], dict[str, _Step]]:
+    """(pod UID, PodClique UID) -> the rollout step that asked to delete it. Its read is the observe or ensure
+    activity before it in the history (DECISION_SLACK_S before the step where the history shows none)."""
+    pods: dict[str, _Step] = {}
+    cliques: dict[str, _Step] = {}
     for digest in digests.values():
         for call in digest.recreations:
-            at = call.scheduled_at.timestamp()
+            scheduled = call.scheduled_at.timestamp()
+            step = _Step(call.read_at.timestamp() if call.read_at else scheduled - DECISION_SLACK_S, scheduled)
             for uid in call.request.pods.values():
-                pods.setdefault(uid, at)
+                pods.setdefault(uid, step)
             for uid in call.request.cliques.values():
-                cliques.setdefault(uid, at)
+                cliques.setdefault(uid, step)
     return pods, cliques
 
 
@@ -112,10 +121,10 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
     last: dict[str, PodState] = {}  # uid -> last state seen
     down: dict[str, _Down] = {}  # pod name -> unit it keeps down, until a new incarnation of the name is Ready
     deleted_hash: dict[str, str] = {}  # pod name -> hash of the incarnation the rollout deleted alone, last
-    charged: dict[tuple[_Down, float], bool] = {}  # (PCSG replica, step) -> whether its deletion cost budget
-    awaiting: dict[str, tuple[_Down, float, str]] = {}  # pod name -> (unit, step, hash) of a whole-unit deletion
-    unit_pending: dict[tuple[_Down, float], int] = defaultdict(int)  # replacements not yet seen
-    unit_changed: dict[tuple[_Down, float], bool] = {}  # whether some replacement came at another hash
+    charged: dict[tuple[_Down, _Step], bool] = {}  # (PCSG replica, step) -> whether its deletion cost budget
+    awaiting: dict[str, tuple[_Down, _Step, str]] = {}  # pod name -> (unit, step, hash) of a whole-unit deletion
+    unit_pending: dict[tuple[_Down, _Step], int] = defaultdict(int)  # replacements not yet seen
+    unit_changed: dict[tuple[_Down, _Step], bool] = {}  # whether some replacement came at another hash
     counted: set[str] = set()  # rollout-deleted UIDs already handled
     seen_pairs: set[tuple[str, str]] = set()
     max_units = max_replicas = 0
@@ -133,15 +142,15 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
         # (an incarnation a lost node took earlier had the same owner).
         step = pod_uids.get(pod.uid)
         whole_unit = step is None and pod.owner_uid in clique_uids and (before is None or not before.deleting) \
-            and event.at >= clique_uids[pod.owner_uid] - 1.0
+            and event.at >= clique_uids[pod.owner_uid].scheduled - WATCH_SKEW_S
         if whole_unit:
             step = clique_uids[pod.owner_uid]
         if step is not None and pod.uid not in counted and going:
             counted.add(pod.uid)
             found.counts["rollout_pod_deletions_checked"] += 1
             # The step was decided on a snapshot read before it was scheduled: a unit unavailable at any instant
-            # from then (with slack for the read) may have been picked as unavailable, which costs nothing.
-            costs = units.available_since(unit, step - DECISION_SLACK_S)
+            # from that read on may have been picked as unavailable, which costs nothing.
+            costs = units.available_since(unit, step.read - WATCH_SKEW_S)
             if whole_unit:
                 costs = charged.setdefault((unit, step), costs)
                 awaiting[pod.name] = (unit, step, template)
@@ -192,7 +201,7 @@ def rollout_budget_and_once(pod_events: Iterable[PodEvent], digests: Mapping[Rep
     # its own hash is expected; a replica whose every pod came back at the hash it had was not outdated at all.
     for (unit, step), changed in unit_changed.items():
         if not changed and unit_pending[(unit, step)] == 0:
-            found.violate(ROLLOUT_ONCE, f"unit/{unit.key}/{unit.group}/{unit.unit}/{step}", f"{unit.key}: the rollout "
+            found.violate(ROLLOUT_ONCE, f"unit/{unit.key}/{unit.group}/{unit.unit}/{step.scheduled}", f"{unit.key}: the rollout "
                           f"recreated {unit.group} replica {unit.unit} though every pod of it was already at its hash")
     found.counts["rollout_max_units_down"] = max_units
     found.counts["rollout_max_replicas_down"] = max_replicas

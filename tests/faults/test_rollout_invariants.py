@@ -252,9 +252,10 @@ def _group(replica: int) -> dict[str, Any]:
     return dict(pcsg="avail-0-prefill", pclq=f"avail-0-prefill-{replica}-worker", pcsg_replica=replica)
 
 
-def _unit_step(at: float, *replicas: int) -> dict[tuple[str, int], WorkflowDigest]:
+def _unit_step(at: float, *replicas: int, read_at: float | None = None) -> dict[tuple[str, int], WorkflowDigest]:
     cliques = {f"avail-0-prefill-{j}-worker": f"pclq-avail-0-prefill-{j}-worker-0" for j in replicas}
-    call = RecreateCall("wf", "run", 1, datetime.fromtimestamp(at, UTC), recreate(cliques=cliques))
+    read = datetime.fromtimestamp(read_at, UTC) if read_at is not None else None
+    call = RecreateCall("wf", "run", 1, datetime.fromtimestamp(at, UTC), recreate(cliques=cliques), read)
     return {("avail", 0): WorkflowDigest("wf", [RunDigest("run", None, False, recreations=[call])])}
 
 
@@ -286,6 +287,14 @@ def test_a_pcsg_replica_missing_a_pod_just_before_the_step_costs_no_budget() -> 
     step was scheduled 1.5 s after the replica was whole again, inside the slack for the product's read."""
     found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()), _unit_step(12.5, 0, 1))
     assert found.violations == [] and found.counts["rollout_max_units_down"] == 1
+    # the history's read says when the product looked: at 10.2 s replica 1 was missing a pod (free); had it looked
+    # at 12 s, replica 1 was whole again and picking both replicas broke the budget
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()),
+                                                       _unit_step(12.5, 0, 1, read_at=10.2))
+    assert found.violations == []
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()),
+                                                       _unit_step(12.5, 0, 1, read_at=12.0))
+    assert {v.invariant for v in found.violations} == {rollout_invariants.ROLLOUT_BUDGET}
     # decided long after replica 1 was whole again, both replicas cost budget: two down at once
     found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*lost_node_then_rollout()), _unit_step(12.9 + 30, 0, 1))
     assert found.violations == []  # the deletions at 13 s came before that step: not the rollout's
