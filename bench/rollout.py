@@ -316,6 +316,30 @@ class FloorRollout:
                 self.changed.wait(0.05)
 
 
+    def settle(self, bodies: dict[str, JSON], timeout: float) -> None:
+        """After the roll, every pod exists and is Ready. KWOK's stale by-name delete can also remove a new pod after
+        the floor saw it Ready and moved on (kwok.log: "Patch pod" Ready, then "Delete pod" 13 ms later); a pod
+        missing 2 s is read once (a counted GET) and, if really gone, created again, as any controller would."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.changed:
+                missing = [n for n in bodies if n not in self.pods]
+                if not missing and all(self.pods[n][1] for n in bodies):
+                    return
+                self.changed.wait(2.0)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"floor: {len(missing)} pods missing after the roll")
+            with self.changed:
+                missing = [n for n in missing if n not in self.pods]
+            self._refresh(missing)
+            with self.changed:
+                gone = [n for n in missing if n not in self.pods]
+            for name in gone:
+                self.create(bodies[name])
+            if gone:
+                time.sleep(2.0)
+
+
 async def _floor(cluster: BenchCluster, observer: Observer, counts: dict[str, int], timeout: float) -> dict[str, Any]:
     namespace = cluster.namespace("rollout-floor")
     observer.watch_namespace(namespace)
@@ -344,6 +368,7 @@ async def _floor(cluster: BenchCluster, observer: Observer, counts: dict[str, in
 
         with ThreadPoolExecutor(len(counts)) as pool:
             await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(pool, roll, pcs) for pcs in counts))
+        await asyncio.to_thread(floor.settle, {n: b for bodies in new.values() for n, b in bodies.items()}, timeout)
         t_done = time.time()
         t_seen = await asyncio.to_thread(observer.wait, lambda: _all_at(observer, namespace, total, hashes),
                                          timeout, "floor: every pod at the new template and Ready", 0.5)
