@@ -248,6 +248,11 @@ def drift(view: ClusterView, plan: ReplicaPlan) -> list[str]:
                 expected_refs |= {name_of(p) for p in view.live_pods_of(pclq)}
         if references.get(gang.name, set()) != expected_refs or _podgroups_differ(obj, gang):
             found.append(f"PodGang {gang.name} references are stale")
+    planned_groups = {sg.name for sg in plan.scaling_groups}
+    for name, group_obj in (view.pcsgs or {}).items():  # a scaling group removed from the spec (ensure deletes it)
+        if (name not in planned_groups and ours(group_obj) and not terminating(group_obj)
+                and controller_uid(group_obj) == pcs_uid):
+            found.append(f"surplus PodCliqueScalingGroup {name}")
     planned_gangs = {g.name for g in plan.pod_gangs}
     for name, gang_obj in view.gangs.items():
         if (name not in planned_gangs and ours(gang_obj) and not terminating(gang_obj)
