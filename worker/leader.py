@@ -6,12 +6,20 @@ watch events into nudges) must not run N times, or API load and signal volume wo
 The algorithm is client-go's: a coordination.k8s.io Lease records the holder and renew time; a candidate takes
 over only after the record has not changed for a whole lease duration as measured on its *own* clock, so clock
 skew between machines cannot shorten a lease.
+
+One shortcut, for a worker restarted on the same machine (kill -9 and start again, `grove-temporal run`, a
+systemd restart): identities are `host-pid`, and a holder on this host, in this PID namespace (recorded on the
+Lease), whose process no longer exists cannot renew, so its Lease is taken at once instead of after the whole
+duration. Any doubt (another host, another PID namespace, an identity not of that form, a live or unknown
+process) waits the duration out as before. A worker restarted inside its pod keeps its identity and PID (1) and
+reclaims its own Lease at once anyway.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -20,6 +28,37 @@ from typing import Any
 from activities.kubeapi import LEASES, Kube, KubeError
 
 log = logging.getLogger(__name__)
+
+# The holder's PID namespace: a PID is meaningful only inside it (containers on one host share hostnames rarely,
+# PIDs often).
+PID_NAMESPACE_ANNOTATION = "grove-temporal.io/holder-pid-namespace"
+
+
+def pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as someone else's
+        return True
+    return True
+
+
+def holder_gone(holder: str, holder_namespace: str, identity: str, namespace: str,
+                exists: Callable[[int], bool] = process_exists) -> bool:
+    """Whether `holder` was a process on this host, in our PID namespace, that no longer exists (certain only then)."""
+    host, _, pid = holder.rpartition("-")
+    our_host = identity.rpartition("-")[0]
+    if not host or host != our_host or not pid.isdigit() or not namespace or holder_namespace != namespace:
+        return False
+    return int(pid) != os.getpid() and not exists(int(pid))
 
 
 def _micro_time(now: datetime) -> str:
@@ -51,6 +90,7 @@ class LeaseElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0  # monotonic time it was first seen
         self.is_leader = False
+        self.pid_namespace = pid_namespace()
 
     def _try_acquire_or_renew(self) -> bool:
         now = datetime.now(UTC)
@@ -64,7 +104,8 @@ class LeaseElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "annotations": {PID_NAMESPACE_ANNOTATION: self.pid_namespace}},
                 "spec": {**spec, "acquireTime": _micro_time(now), "leaseTransitions": 0},
             }
             try:
@@ -81,8 +122,13 @@ class LeaseElector:
             self._observed, self._observed_at = record, time.monotonic()
         duration = float(current.get("leaseDurationSeconds") or self.lease_seconds)
         expired = time.monotonic() - self._observed_at >= duration
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
         if holder and holder != self.identity and not expired:
-            return False
+            if not holder_gone(holder, annotations.get(PID_NAMESPACE_ANNOTATION, ""), self.identity,
+                               self.pid_namespace):
+                return False
+            log.info("leader election: holder %s of %s/%s ran on this host and its process is gone: taking over "
+                     "without waiting out its lease", holder, self.namespace, self.name)
         if holder != self.identity:
             spec["acquireTime"] = _micro_time(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
@@ -90,6 +136,7 @@ class LeaseElector:
             spec["acquireTime"] = current.get("acquireTime") or _micro_time(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
         lease["spec"] = spec  # full replace with the read resourceVersion: a concurrent writer gets 409
+        lease.setdefault("metadata", {})["annotations"] = {**annotations, PID_NAMESPACE_ANNOTATION: self.pid_namespace}
         try:
             self.kube.replace(LEASES, self.namespace, self.name, lease)
             return True

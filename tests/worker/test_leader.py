@@ -1,0 +1,68 @@
+"""Leader election's shortcut for a worker restarted on the same machine: a Lease whose holder was a process on this
+host, in this PID namespace, that no longer exists is taken at once; any doubt waits the lease out."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from activities.kubeapi import LEASES, Kube
+from worker.leader import PID_NAMESPACE_ANNOTATION, LeaseElector, holder_gone, pid_namespace
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+HOST = socket.gethostname()
+NS = "pid:[4026531836]"
+
+
+def test_only_a_holder_on_this_host_in_this_pid_namespace_whose_process_is_gone_counts_as_gone() -> None:
+    dead = lambda pid: False  # noqa: E731
+    alive = lambda pid: True  # noqa: E731
+    assert holder_gone(f"{HOST}-4242", NS, f"{HOST}-{os.getpid()}", NS, exists=dead)
+    assert not holder_gone(f"{HOST}-4242", NS, f"{HOST}-{os.getpid()}", NS, exists=alive)
+    assert not holder_gone("other-host-4242", NS, f"{HOST}-{os.getpid()}", NS, exists=dead)
+    assert not holder_gone(f"{HOST}-4242", "pid:[1]", f"{HOST}-{os.getpid()}", NS, exists=dead)
+    assert not holder_gone(f"{HOST}-4242", "", f"{HOST}-{os.getpid()}", "", exists=dead)  # no /proc: unknown
+    assert not holder_gone("worker-a", NS, f"{HOST}-{os.getpid()}", NS, exists=dead)  # a chosen identity
+    assert not holder_gone(f"{HOST}-4242", NS, "worker-b", NS, exists=dead)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _lease(kube: Kube, namespace: str, holder: str, pid_ns: str | None) -> None:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    metadata: dict[str, object] = {"name": "watcher", "namespace": namespace}
+    if pid_ns is not None:
+        metadata["annotations"] = {PID_NAMESPACE_ANNOTATION: pid_ns}
+    kube.create(LEASES, namespace, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                                    "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                                             "renewTime": now, "acquireTime": now, "leaseTransitions": 0}})
+
+
+def test_a_restarted_worker_takes_a_dead_local_holders_lease_at_once_and_waits_for_a_live_one(
+        kube: ApiClient, namespace: str) -> None:
+    client = Kube(kube)
+    me = f"{HOST}-{os.getpid()}"
+    _lease(client, namespace, f"{HOST}-{_dead_pid()}", pid_namespace())
+    elector = LeaseElector(client, namespace=namespace, name="watcher", identity=me)
+    assert elector._try_acquire_or_renew()  # the first attempt, long before the 15 s are up
+    lease = client.get(LEASES, namespace, "watcher")
+    assert lease is not None and lease["spec"]["holderIdentity"] == me
+    assert lease["spec"]["leaseTransitions"] == 1
+    assert lease["metadata"]["annotations"][PID_NAMESPACE_ANNOTATION] == pid_namespace()
+
+    client.delete(LEASES, namespace, "watcher")
+    _lease(client, namespace, f"{HOST}-{os.getppid()}", pid_namespace())  # alive: our parent
+    assert not LeaseElector(client, namespace=namespace, name="watcher", identity=me)._try_acquire_or_renew()
+    client.delete(LEASES, namespace, "watcher")
+    _lease(client, namespace, f"{HOST}-{_dead_pid()}", None)  # an older worker that did not record its namespace
+    assert not LeaseElector(client, namespace=namespace, name="watcher", identity=me)._try_acquire_or_renew()
