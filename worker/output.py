@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -49,6 +49,12 @@ def wire(value: Any, key: str | None = None) -> Any:
     if isinstance(value, str) and key in TRISTATE_KEYS and value in _TRISTATE:
         return _TRISTATE[value]
     return value
+
+
+def with_placement(statuses: Sequence[Any], placement: Callable[[Any], list[str]]) -> list[Any]:
+    """`status -o json|yaml`: each replica status plus `placement`, the lines saying why its base gang is not placed
+    (worker.placement: the PodGroup condition, the scheduler's FailedScheduling cause), [] when it is not waiting."""
+    return [{**wire(status), "placement": list(placement(status))} for status in statuses]
 
 
 def rfc3339(moment: datetime) -> str:

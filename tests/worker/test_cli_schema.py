@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from tests.corpus.bad_manifests import base
 from worker.cli import app
 from worker.kubecontext import context_namespace
-from worker.output import render, wire
+from worker.output import render, wire, with_placement
 from worker.replica_client import ReplicaExecution
 from workflows.messages import CliqueStatus, DeadlineStatus, Phase, ReplicaRef, ReplicaStatus, Scope
 
@@ -46,6 +46,15 @@ def test_one_schema_camel_case_rfc3339_go_durations_real_booleans() -> None:
     assert deadline["delay"] == "2h" and deadline["dueAt"] == "2026-11-23T19:02:03.500000Z"
     keys = json.dumps(data)
     assert "_" not in "".join(_keys(data)), keys
+
+
+def test_status_output_carries_why_a_waiting_base_gang_is_not_placed() -> None:
+    waiting = _status().model_copy(update={"waiting_for": ("p-0-b",)})
+    reasons = {1: ["scheduler: 0/3 nodes are available: 3 Insufficient cpu."]}
+    data = json.loads(render(with_placement([_status(), waiting], lambda s: reasons.get(len(s.waiting_for), [])),
+                             "json"))
+    assert [item["placement"] for item in data] == [[], reasons[1]]
+    assert data[1]["waitingFor"] == ["p-0-b"] and data[1]["ref"]["pcsUid"] == "u"  # the schema is unchanged
 
 
 def _keys(value: object) -> list[str]:

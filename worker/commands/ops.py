@@ -125,14 +125,15 @@ def status(
         return list(await asyncio.gather(*(replica_client.replica_status(client, w.workflow_id) for w in workflows)))
 
     def show(statuses: list[Any], compact: bool) -> None:
-        if output == "table":
-            from worker.placement import placement_reasons
+        from worker.placement import placement_reasons
 
+        if output == "table":
             render.statuses(statuses, placement_reasons)
         else:
             from worker.output import render as as_text
+            from worker.output import with_placement
 
-            typer.echo(as_text(statuses, output, compact=compact).rstrip("\n"))
+            typer.echo(as_text(with_placement(statuses, placement_reasons), output, compact=compact).rstrip("\n"))
 
     async def body(client: Any) -> None:
         statuses = await read(client)
