@@ -33,6 +33,8 @@ from activities.kubeapi import (
     SERVICES,
     Kube,
     KubeError,
+    pod_ready,
+    pod_scheduled,
 )
 from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
 from activities.native_gangs import NativeGangs
@@ -53,6 +55,7 @@ from activities.scaling import config_annotations, report_clamped, scale_in_orde
 from activities.status import mirror, mirror_pcs
 from grove import manifests, names, ownership
 from grove.plan import ReplicaPlan
+from grove.release import base_lagging
 from workflows.contract import (
     DELETE_REPLICA,
     ENSURE_REPLICA,
@@ -173,6 +176,14 @@ class ReplicaActivities:
                 raise
 
         pods = sorted(request.pods.items())
+        held = self._base_lagging(request)
+        if held:
+            message = (f"Kept {names.SCHEDULING_GATE} on {len(pods)} pod(s) of scaled PodGang(s) "
+                       f"{', '.join(request.gangs) or '-'}: the base gang is not {request.release_after.lower()} on "
+                       f"a fresh read ({', '.join(held)}), though the decision's snapshot said so")
+            log.info("%s: %s", request.ref, message)
+            events.record(self.kube, request.ref, "ScaledReleaseHeld", message)
+            return ReleaseResult(skipped=tuple(pod for pod, _ in pods), held=message)
         done = fan_out([functools.partial(release, pod, uid) for pod, uid in pods])  # each pod on its own
         released = [pod for (pod, _), ok in zip(pods, done, strict=True) if ok]
         skipped = [pod for (pod, _), ok in zip(pods, done, strict=True) if not ok]
@@ -187,6 +198,19 @@ class ReplicaActivities:
                 f"{gangs}: {_short_list(released)}",
             )
         return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
+
+    def _base_lagging(self, request: ReleaseRequest) -> list[str]:
+        """The base PodCliques below what a scaled release needs, on a read made now ([] when it may go)."""
+        if not request.base_requires:
+            return []
+        view = read_replica(self.kube, request.ref, with_scaling_groups=False)
+        counted = pod_ready if request.release_after == "Ready" else pod_scheduled
+        counts = {}
+        for name in request.base_requires:
+            pclq = view.pclqs.get(name)
+            live = [] if pclq is None or terminating(pclq) else view.live_pods_of(pclq)
+            counts[name] = sum(1 for pod in live if counted(pod))
+        return base_lagging(request.base_requires, counts)
 
     # --- termination ---------------------------------------------------------------------------------------------
     @activity.defn(name=TERMINATE_GANG)

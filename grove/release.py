@@ -114,3 +114,10 @@ def decide_releases(
         held={} if ready else frozen_scaled,
         waiting_for=tuple(lagging),
     )
+
+
+def base_lagging(requires: Mapping[str, int], counts: Mapping[str, int]) -> list[str]:
+    """`PodClique (n of m)` for each base PodClique with fewer pods scheduled (or Ready) than it needs, from a fresh
+    read: a scaled gang is released only while none lags."""
+    return [f"{name} ({counts.get(name, 0)} of {need})" for name, need in sorted(requires.items())
+            if counts.get(name, 0) < need]

@@ -115,6 +115,10 @@ class ReleaseRequest(Message):
     pods: dict[str, str] = Field(description="pod name -> UID; the gate is removed only from that very pod")
     gang_kind: str = Field(description="base | scaled, for the event and metrics")
     gangs: tuple[str, ...] = ()
+    base_requires: dict[str, int] = Field(
+        default_factory=dict, description="scaled: base PodClique -> pods it must have scheduled (or Ready, per "
+        "release_after) on a read made now, or nothing is released (the decision's snapshot may be stale)")
+    release_after: str = "Scheduled"
 
 
 class StartupRequest(Message):
@@ -135,6 +139,7 @@ class StartupResult(Message):
 class ReleaseResult(Message):
     released: tuple[str, ...] = ()
     skipped: tuple[str, ...] = Field(default=(), description="gone, replaced, or no longer gated by us")
+    held: str = Field(default="", description="why nothing was released: the base gang is not scheduled now")
 
 
 class TerminateRequest(Message):

@@ -25,7 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
-    from grove.release import GateDecision, decide_releases, gangs_of_termination
+    from grove.release import GateDecision, base_members, decide_releases, gangs_of_termination
     from grove.startup import StartupDecision, decide_starts
     from grove.termination import Scope, Termination
     from grove.topology import ReplicaTopology
@@ -90,6 +90,8 @@ BREACH_EVENTS_PATCH = "breach-events"
 STARTUP_ORDER_PATCH = "startup-order"
 # Paused or held (invalid spec): a round when the earliest deadline passes, so status lists it as due and held.
 HELD_DEADLINES_PATCH = "held-deadlines"
+# A scaled release carries what the base gang needs; the activity releases only if a read made then agrees.
+SCALED_RELEASE_RECHECK_PATCH = "scaled-release-recheck"
 
 
 class _Failed(Exception):
@@ -268,7 +270,11 @@ class ReplicaWorkflow:
             self.state.base_released_at = self.state.base_released_at or workflow.now()
         if decision.scaled:
             pods = tuple(pod for gang_pods in decision.scaled.values() for pod in gang_pods)
-            await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)))
+            # The snapshot can be seconds old (a lost node's base pods are force-deleted by the pod GC meanwhile):
+            # the activity checks the base gang again on a read of its own before it removes a scaled gate.
+            requires = ({unit.name: unit.min_available for unit in base_members(topology)}
+                        if workflow.patched(SCALED_RELEASE_RECHECK_PATCH) else {})
+            await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)), requires)
             self.state.scaled_released_at = self.state.scaled_released_at or workflow.now()
 
     async def _start_in_order(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
@@ -287,8 +293,10 @@ class ReplicaWorkflow:
         await self._activity(RELEASE_STARTUP, request, StartupResult,
                              f"start {len(request.pods)} pods in order: {', '.join(sorted(decision.release))}")
 
-    async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...]) -> None:
-        request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs)
+    async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...],
+                       base_requires: dict[str, int] | None = None) -> None:
+        request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs,
+                                 base_requires=base_requires or {}, release_after=self.state.release_after)
         await self._activity(RELEASE_GATES, request, ReleaseResult,
                              f"release {len(pods)} {kind} pods of {', '.join(gangs)}")
 
