@@ -43,7 +43,11 @@ class WorkerSettings(BaseModel):
     )
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     activity_threads: int = Field(default=64, ge=1, le=1024)
-    max_concurrent_workflow_tasks: int = Field(default=100, ge=1)
+    # Workflow tasks are CPU-bound Python under one GIL: more slots only slice the CPU thinner. After a worker restart
+    # every workflow replays its history at once; with 100 slots on two loaded cores each of ~25 replays took over
+    # the 10 s workflow task timeout, so all timed out and replayed again, for minutes (fault run seed 12, round 15).
+    # A few slots let each replay finish and the rest wait in Temporal's queue, where no timeout runs.
+    max_concurrent_workflow_tasks: int = Field(default=8, ge=1)
     watcher: bool = Field(default=True, description="run the watcher (under leader election)")
     leader_election_namespace: str | None = Field(
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,
