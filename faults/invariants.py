@@ -132,11 +132,13 @@ def _target(call: TerminateCall) -> tuple[str, str | None, int | None]:
 def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: dict[ReplicaKey, int],
                  events: list[JSON], pcs_uids: dict[str, str], pclqs: dict[str, PclqRecord],
                  paused: set[ReplicaKey], settled: bool, planned: set[str] | None = None,
-                 rollout_cliques: set[str] | None = None) -> Findings:
+                 rollout_cliques: set[str] | None = None, histories_read_at: float | None = None) -> Findings:
     """`planned`: the PodClique names of the plans (the template's counts). A PodClique outside them exists only
     because an HPA-style scale-up made it, and the scale-in back to the template removes it: not a termination.
     `rollout_cliques`: PodClique UIDs a rolling update deleted (whole PCSG replicas recreated from the new
-    template, named by a recreate_for_update activity in the histories): not a termination either."""
+    template, named by a recreate_for_update activity in the histories): not a termination either.
+    `histories_read_at`: when the histories began to be read. A deletion seen after it may have been asked for by
+    an activity those histories do not hold yet; it is judged in a later check, on histories read after it."""
     found = Findings()
     for key, digest in digests.items():
         calls = digest.terminations
@@ -174,6 +176,8 @@ def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: 
         named = {uid for call in calls for uid in call.request.cliques.values()}
         for record in pclqs.values():
             if record.ours and _labels_key(record.labels) == key and record.deleting_seen is not None:
+                if histories_read_at is not None and record.deleting_seen >= histories_read_at:
+                    continue
                 found.counts["pclq_deletions_seen"] += 1
                 if planned is not None and record.name not in planned:
                     found.counts["pclq_scaled_in_seen"] += 1

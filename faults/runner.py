@@ -370,6 +370,7 @@ class FaultRun:
                     break
                 await asyncio.sleep(1.0)
             # Histories first, then the objects: whatever the workflow saw happened before what the check looks at.
+            histories_read_at = time.time()
             digests = await self._digests()
             live = await asyncio.to_thread(self._live)
             late = invariants.unsettled_objects(live, self.workload.plans, self.workload.uids)
@@ -380,7 +381,7 @@ class FaultRun:
             self.log(f"  changed after settling ({late[0]}{' …' if len(late) > 1 else ''}); settling again")
         settle = time.monotonic() - began
         settled = not problems
-        found = await self._check(index, live, digests, settled)
+        found = await self._check(index, live, digests, settled, histories_read_at)
         new = 0
         for violation in found.violations:
             if violation.key not in self.violations:
@@ -400,7 +401,7 @@ class FaultRun:
                  f"violations {len(self.violations)}")
 
     async def _check(self, index: int, live: LiveObjects, digests: dict[ReplicaKey, WorkflowDigest],
-                     settled: bool) -> Findings:
+                     settled: bool, histories_read_at: float) -> Findings:
         plans, uids = self.workload.plans, self.workload.uids
         pod_events, pclqs = self.recorder.snapshot()
         events = await asyncio.to_thread(self.kube.list_items, EVENTS, self.namespace)
@@ -416,7 +417,7 @@ class FaultRun:
         found.merge(invariants.never_early(digests, pclqs))
         planned = {pclq.name for plan in plans.values() for pclq in plan.pod_cliques}
         found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled, planned,
-                                            set(rollout_cliques)))
+                                            set(rollout_cliques), histories_read_at))
         found.merge(rollout_invariants.rollout_budget_and_once(pod_events, digests))
         if settled:
             changed = [p for p in live.pcses if p["metadata"]["name"] in self.changed]

@@ -46,8 +46,10 @@ class WorkerSettings(BaseModel):
     # Workflow tasks are CPU-bound Python under one GIL: more slots only slice the CPU thinner. After a worker restart
     # every workflow replays its history at once; with 100 slots on two loaded cores each of ~25 replays took over
     # the 10 s workflow task timeout, so all timed out and replayed again, for minutes (fault run seed 12, round 15).
-    # A few slots let each replay finish and the rest wait in Temporal's queue, where no timeout runs.
-    max_concurrent_workflow_tasks: int = Field(default=8, ge=1)
+    # A few slots let each replay finish and the rest wait in Temporal's queue, where no timeout runs. Eight were
+    # still too many once histories reached 2,600 events (rounds 25-45 of the same run); with runs now capped at
+    # 1,000 events (workflows/signals.py) four slots keep a full replay of each within the timeout at load 20.
+    max_concurrent_workflow_tasks: int = Field(default=4, ge=1)
     watcher: bool = Field(default=True, description="run the watcher (under leader election)")
     leader_election_namespace: str | None = Field(
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,

@@ -48,6 +48,7 @@ from workflows.contract import REPLICA_WORKFLOW, quote, replica_query
 log = logging.getLogger(__name__)
 
 STUCK_AFTER_ATTEMPTS = 3  # a workflow task failed this many times in a row: stuck, not a passing hiccup
+TIMED_OUT = "TIMED_OUT"  # the cause shown for a workflow task that timed out (WorkflowTaskTimedOut has no failure)
 PROBLEMS_ATTRIBUTE = "TemporalReportedProblems"
 PROBLEM_CATEGORIES = ("category=WorkflowTaskFailed", "category=WorkflowTaskTimedOut")
 DESCRIBE_CONCURRENCY = 16
@@ -100,7 +101,8 @@ def _cause_name(cause: WorkflowTaskFailedCause.ValueType) -> str:
 
 def _last_task_failure(events: Sequence[HistoryEvent]) -> HistoryEvent | None:
     for event in reversed(events):
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+        if event.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+                                EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT):
             return event
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             return None  # a task completed after the last failure: that failure is over
@@ -134,17 +136,35 @@ async def diagnose(client: Client, workflow_id: str, *, min_attempts: int = STUC
     if attempts < min_attempts:
         return None
     history = await handle.fetch_history()
-    failure = _last_task_failure(history.events)
-    cause, message, failed_event_id = "", "", None
-    if failure is not None:
-        attrs = failure.workflow_task_failed_event_attributes
-        cause, message, failed_event_id = _cause_name(attrs.cause), attrs.failure.message, failure.event_id
+    cause, message, failed_event_id = task_problem(history.events)
     since = pending.original_scheduled_time.ToDatetime() if pending.HasField("original_scheduled_time") else None
     first_line = message.splitlines()[0] if message else ""
     return StuckWorkflow(
         workflow_id=workflow_id, run_id=description.run_id or "", attempts=attempts, failing_since=since,
         cause=cause, message=first_line, failed_event_id=failed_event_id, failing_event=named_event(message),
     )
+
+
+def task_problem(events: Sequence[HistoryEvent]) -> tuple[str, str, int | None]:
+    """(cause, message, event id) of the last workflow task problem still going on; empty when there is none."""
+    problem = _last_task_failure(events)
+    if problem is None:
+        return "", "", None
+    if problem.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+        # No failure to read: the worker did not answer within the task timeout. Nothing in the history is wrong, so a
+        # reset does not help; it passes once tasks finish in time (a long replay on a busy worker is the usual cause).
+        return TIMED_OUT, (f"workflow task timed out after {_task_timeout(events)}: the worker did not finish it in "
+                           "time (a long replay on a busy worker?); no reset needed, it passes once the worker keeps "
+                           "up"), problem.event_id
+    attrs = problem.workflow_task_failed_event_attributes
+    return _cause_name(attrs.cause), attrs.failure.message, problem.event_id
+
+
+def _task_timeout(events: Sequence[HistoryEvent]) -> str:
+    started = next((e for e in events if e.HasField("workflow_execution_started_event_attributes")), None)
+    if started is None:
+        return "its timeout"
+    return f"{started.workflow_execution_started_event_attributes.workflow_task_timeout.ToTimedelta().total_seconds():g}s"
 
 
 async def find_stuck(client: Client, *, namespace: str | None = None,
@@ -184,6 +204,10 @@ class StuckMonitor:
         before = {s.workflow_id for s in self.stuck}
         for s in found:
             if s.workflow_id not in before:
+                if s.cause == TIMED_OUT:
+                    log.warning("replica workflow %s is stuck: workflow task tried %d times since %s; %s",
+                                s.workflow_id, s.attempts, s.failing_since, s.message)
+                    continue
                 log.warning("replica workflow %s is stuck: workflow task failed %d times since %s (%s: %s%s); "
                             "see `grove-temporal doctor`, heal with `grove-temporal reset`", s.workflow_id,
                             s.attempts, s.failing_since, s.cause, s.message,

@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nudges import Nudges
     from workflows.replica_rollout import ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
-    from workflows.signals import SIGNAL_BUDGET_PATCH, Received
+    from workflows.signals import HISTORY_CAP_PATCH, HISTORY_EVENTS_PER_RUN, SIGNAL_BUDGET_PATCH, Received
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -423,7 +423,11 @@ class ReplicaWorkflow:
     # --- continue-as-new -------------------------------------------------------------------------------------------
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        if info.is_continue_as_new_suggested() or info.get_current_history_length() > self.input.history_event_limit:
+        length = info.get_current_history_length()
+        if info.is_continue_as_new_suggested() or length > self.input.history_event_limit:
+            return True
+        if length > HISTORY_EVENTS_PER_RUN and workflow.patched(HISTORY_CAP_PATCH):
+            workflow.logger.info("continue-as-new: %d history events (a replay stays short)", length)
             return True
         spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
         if spent is not None and workflow.patched(SIGNAL_BUDGET_PATCH):

@@ -3,8 +3,8 @@ original deadline, exactly once.
 
 The history-count suggestion threshold is server-wide dynamic config, so this test runs on its own Temporal dev
 server (beside the stack's) with `limit.historyCount.suggestContinueAsNew` set very low, and a worker process
-pointed at it. The workflow's own `history_event_limit` stays at its default (10 000): every continue-as-new here is
-the server-suggested path.
+pointed at it. The workflow's own caps (`history_event_limit`, HISTORY_EVENTS_PER_RUN) are far above what a run here reaches:
+every continue-as-new here is the server-suggested path.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
 from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, Phase
+from workflows.signals import HISTORY_EVENTS_PER_RUN
 
 if TYPE_CHECKING:
     from localstack.stack import LocalStack
@@ -93,7 +94,7 @@ async def test_continue_as_new_during_a_pending_delay_terminates_at_the_original
     assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
     assert any(e.workflow_task_started_event_attributes.suggest_continue_as_new for e in history.events
                if e.HasField("workflow_task_started_event_attributes")), "the server suggested it"
-    assert len(history.events) < 10_000, "not the workflow's own history_event_limit"
+    assert len(history.events) < HISTORY_EVENTS_PER_RUN, "not the workflow's own cap on events per run"
     all_runs = await _runs(can_client, replica.workflow_id)
     successor = next(r for r in all_runs if r.start_time >= handed_over.close_time)  # type: ignore[operator]
     print(f"\nCAN: {len(all_runs)} runs so far; run {handed_over.run_id[:8]} continued as new "

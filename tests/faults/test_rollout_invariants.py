@@ -321,3 +321,17 @@ def test_a_recreated_pcsg_replica_takes_its_updated_pods_along_but_must_have_bee
     found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*again), {("avail", 0): WorkflowDigest(
         "wf", [RunDigest("run", None, False, recreations=[first, second])])})
     assert [v.key.split("/")[0] for v in found.violations] == ["unit"]
+
+
+def test_a_deletion_seen_after_the_histories_were_read_waits_for_a_later_check() -> None:
+    """The step that asked for it may be scheduled after the read (round 28 of fault run seed 12): judge it on
+    histories read after it was seen, never on older ones."""
+    labels = {names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_PART_OF: "avail",
+              names.LABEL_PCS_REPLICA_INDEX: "0"}
+    record = PclqRecord(uid="u1", name="avail-0-prefill-1-worker", labels=labels, owner_kind="PodCliqueScalingGroup",
+                        owner_uid="g", created=T0, first_seen=0.0, deletion_timestamp=T0, deleting_seen=5.0)
+    digest = {("avail", 0): WorkflowDigest("wf", [RunDigest("run", None, False)])}
+    deferred = invariants.exactly_once(digest, {}, [], {}, {"u1": record}, set(), True, histories_read_at=4.0)
+    assert deferred.violations == [] and deferred.counts["pclq_deletions_seen"] == 0
+    judged = invariants.exactly_once(digest, {}, [], {}, {"u1": record}, set(), True, histories_read_at=6.0)
+    assert [v.key.split("/")[0] for v in judged.violations] == ["unexplained"]

@@ -9,7 +9,16 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from tests import histories
-from worker.doctor import DoctorError, _prefix, find_reset_point, named_event, plan_at, replay_error
+from worker.doctor import (
+    TIMED_OUT,
+    DoctorError,
+    _prefix,
+    find_reset_point,
+    named_event,
+    plan_at,
+    replay_error,
+    task_problem,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 INCIDENT = FIXTURES / "incidents" / "nondeterminism-round52.json"
@@ -45,3 +54,19 @@ def test_the_failing_event_is_read_from_a_nondeterminism_message() -> None:
                "HistoryEvent(id: 292, ActivityTaskScheduled)")
     assert named_event(message) == "292 ActivityTaskScheduled"
     assert named_event("RuntimeError: boom") == ""
+
+
+def test_a_timed_out_task_is_named_as_such_and_not_sent_to_a_reset() -> None:
+    """Fault run seed 12 logged "workflow task failed 3 times (: )" for replays that overran the task timeout."""
+    from google.protobuf.duration_pb2 import Duration
+    from temporalio.api.history.v1 import HistoryEvent
+
+    started = HistoryEvent(event_id=1, event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED)
+    started.workflow_execution_started_event_attributes.workflow_task_timeout.CopyFrom(Duration(seconds=10))
+    timed_out = HistoryEvent(event_id=7, event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
+    timed_out.workflow_task_timed_out_event_attributes.SetInParent()
+    cause, message, event_id = task_problem([started, timed_out])
+    assert (cause, event_id) == (TIMED_OUT, 7)
+    assert "timed out after 10s" in message and "no reset needed" in message
+    completed = HistoryEvent(event_id=8, event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    assert task_problem([started, timed_out, completed]) == ("", "", None), "over once a task completed"

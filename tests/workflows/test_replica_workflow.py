@@ -205,3 +205,31 @@ async def test_force_terminate_names_a_missing_scaling_group_and_changes_nothing
         assert result.accepted and result.termination is not None and result.termination.forced
         (_, request), = cluster.terminated
         assert request.forced and "bad GPU" in request.reason
+
+
+async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its_state(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay after a worker restart costs time per history event, so a run stops growing at
+    HISTORY_EVENTS_PER_RUN (lowered here so a few nudged rounds reach it)."""
+    from workflows import signals
+    cap = 60
+    monkeypatch.setattr(signals, "HISTORY_EVENTS_PER_RUN", cap)
+    cluster = ScriptedCluster(_pcs("capped"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        first_run = (await handle.describe()).run_id
+        for _ in range(40):
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+            await asyncio.sleep(0.05)
+            if (await _status(handle)).runs > 1:
+                break
+        await _until(handle, lambda s: s.runs > 1 and s.phase is Phase.AVAILABLE)
+        history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
+        assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+        assert cap < len(history.events) < cap + 40, len(history.events)
+        markers = [e.marker_recorded_event_attributes for e in history.events
+                   if e.HasField("marker_recorded_event_attributes")]
+        assert any(signals.HISTORY_CAP_PATCH in str(m.details) for m in markers), "patch-guarded"
+        status = await _status(handle)
+        assert status.nudges_total >= 1 and status.terminations_total == 0
