@@ -7,7 +7,6 @@ must complete (not be cancelled or time out) before the worker exits cleanly.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -84,9 +83,10 @@ async def test_a_worker_started_while_temporal_is_down_waits_for_it(
     process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=server.address,
                             namespace=namespace, log_dir=tmp_path).start()
     try:
-        await asyncio.sleep(4)
+        # The wait is logged once the worker has started (seconds of imports on a loaded machine: no fixed sleep).
+        await await_for(lambda: "Temporal not reachable" in process.logs(), timeout=60, interval=0.5,
+                        what="the worker logs that it waits for Temporal")
         assert process.proc is not None and process.proc.poll() is None, process.logs()[-3000:]
-        assert "Temporal not reachable" in process.logs()
         # Live (a liveness probe must not restart a worker that only waits for Temporal) but not ready.
         assert http_get(process.http_port, "/healthz") == (200, "ok\n")
         code, body = http_get(process.http_port, "/readyz")
