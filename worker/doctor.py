@@ -99,7 +99,7 @@ def _cause_name(cause: WorkflowTaskFailedCause.ValueType) -> str:
     return name.removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
 
 
-def _last_task_failure(events: Sequence[HistoryEvent]) -> HistoryEvent | None:
+def _last_task_problem(events: Sequence[HistoryEvent]) -> HistoryEvent | None:
     for event in reversed(events):
         if event.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
                                 EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT):
@@ -147,7 +147,7 @@ async def diagnose(client: Client, workflow_id: str, *, min_attempts: int = STUC
 
 def task_problem(events: Sequence[HistoryEvent]) -> tuple[str, str, int | None]:
     """(cause, message, event id) of the last workflow task problem still going on; empty when there is none."""
-    problem = _last_task_failure(events)
+    problem = _last_task_problem(events)
     if problem is None:
         return "", "", None
     if problem.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:

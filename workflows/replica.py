@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nudges import Nudges
     from workflows.replica_rollout import ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
-    from workflows.signals import HISTORY_CAP_PATCH, HISTORY_EVENTS_PER_RUN, SIGNAL_BUDGET_PATCH, Received
+    from workflows.signals import SIGNAL_BUDGET_PATCH, Received, history_calls_for_handover
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -422,12 +422,9 @@ class ReplicaWorkflow:
 
     # --- continue-as-new -------------------------------------------------------------------------------------------
     def _should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        length = info.get_current_history_length()
-        if info.is_continue_as_new_suggested() or length > self.input.history_event_limit:
-            return True
-        if length > HISTORY_EVENTS_PER_RUN and workflow.patched(HISTORY_CAP_PATCH):
-            workflow.logger.info("continue-as-new: %d history events (a replay stays short)", length)
+        reason = history_calls_for_handover(self.input.history_event_limit)
+        if reason is not None:
+            workflow.logger.info("continue-as-new: %s", reason)
             return True
         spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
         if spent is not None and workflow.patched(SIGNAL_BUDGET_PATCH):

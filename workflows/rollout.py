@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutTurn,
         TurnReport,
     )
-    from workflows.signals import HISTORY_CAP_PATCH, HISTORY_EVENTS_PER_RUN
+    from workflows.signals import history_calls_for_handover
 
 # While idle, a replica that is not updated (its pods are being recreated after a gang termination or a lost node)
 # makes the next read come after active_resync rather than idle_resync, so updatedReplicas and updateProgress follow
@@ -84,10 +84,7 @@ class RolloutWorkflow:
     @workflow.run
     async def run(self, input: RolloutInput) -> str:
         while True:
-            info = workflow.info()
-            length = info.get_current_history_length()
-            if (info.is_continue_as_new_suggested() or length > input.history_event_limit
-                    or (length > HISTORY_EVENTS_PER_RUN and workflow.patched(HISTORY_CAP_PATCH))):
+            if history_calls_for_handover(input.history_event_limit) is not None:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(input.model_copy(update={"state": self.state}))
             self._woken = False

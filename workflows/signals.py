@@ -8,12 +8,14 @@ state) once a budget well below those caps is spent. Under a storm the hand-over
 to close a run while new signals wait (the workflow task fails with UnhandledCommand and is tried again, seen to
 take ~10 s on the dev server), so the budgets leave that much room and more.
 
-Pure counting, no I/O: safe in workflow code.
+Pure counting and workflow.info(), no I/O: safe in workflow code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from temporalio import workflow
 
 # Continue-as-new once a run has received this many signals / updates (ReplicaInput may lower or raise them).
 SIGNALS_PER_RUN = 2_000  # Temporal refuses signals past 10,000 per run
@@ -30,6 +32,23 @@ SIGNAL_BUDGET_PATCH = "signal-budget"
 HISTORY_EVENTS_PER_RUN = 1_000
 # Patch: continue-as-new past HISTORY_EVENTS_PER_RUN (a new reason to issue the continue-as-new command).
 HISTORY_CAP_PATCH = "history-cap"
+
+
+def history_calls_for_handover(limit: int) -> str | None:
+    """Why the current run's history calls for continue-as-new now, or None. Workflow code only.
+
+    `limit` is the input's own history_event_limit. The patch is asked only when the run is past the cap and nothing
+    else already calls for the hand-over, so histories recorded before the patch replay with the same commands.
+    """
+    info = workflow.info()
+    length = info.get_current_history_length()
+    if info.is_continue_as_new_suggested():
+        return f"Temporal suggests it ({length} history events)"
+    if length > limit:
+        return f"{length} history events (limit {limit})"
+    if length > HISTORY_EVENTS_PER_RUN and workflow.patched(HISTORY_CAP_PATCH):
+        return f"{length} history events (a replay stays short)"
+    return None
 
 
 @dataclass
