@@ -255,3 +255,15 @@ def masked(pclq: JSON) -> bool:
                 names.CONDITION_MIN_AVAILABLE_BREACHED, names.CONDITION_UPDATE_IN_PROGRESS):
             return True
     return False
+
+
+def held_by_rollout(pclq: JSON, rolling: set[str]) -> bool:
+    """A PodClique a rollout still waits on that no gang termination will ever clear: its PCS (in `rolling`) has not
+    finished its rollout and the clique reads NeverAvailable. A clique the rollout recreated is never-available
+    until the replica's turn has seen it Ready (seed 002: a half-updated clique's pods turning Ready do not set
+    was-available), so a pod broken before that holds the turn as a failing readiness probe would: the rollout
+    waits, then halts at progressDeadline, and nothing is terminated (docs/semantics.md)."""
+    if (_meta(pclq).get("labels") or {}).get(names.LABEL_PART_OF) not in rolling:
+        return False
+    return any(c.get("type") == names.CONDITION_MIN_AVAILABLE_BREACHED and c.get("reason") == names.REASON_NEVER_AVAILABLE
+               for c in (pclq.get("status") or {}).get("conditions") or [])

@@ -346,9 +346,12 @@ class FaultRun:
 
     async def _heal_masked(self, live: LiveObjects) -> None:
         """Faults stop in the quiet period: a pod the runner broke in a PodClique the rolling update masks
-        (UpdateInProgress) would hold the rollout's turn for ever, so heal it (counted). A breach that is not
-        masked is left alone: it must end in a termination."""
-        masked = {p["metadata"]["uid"] for p in live.pclqs if rollout_invariants.masked(p)}
+        (UpdateInProgress), or in one it recreated and still waits on (NeverAvailable), would hold the rollout's
+        turn for ever, so heal it (counted). A breach that is neither is left alone: it must end in a termination."""
+        rolling = {p["metadata"]["name"] for p in live.pcses if p["metadata"]["name"] in self.changed
+                   and rollout_invariants.rollout_incomplete([p], live.pods)}
+        masked = {p["metadata"]["uid"] for p in live.pclqs
+                  if rollout_invariants.masked(p) or rollout_invariants.held_by_rollout(p, rolling)}
         for pod in live.pods:
             name = pod["metadata"]["name"]
             owner = next((r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")),
@@ -357,7 +360,7 @@ class FaultRun:
                 self.planner.broken.discard(name)
                 await asyncio.to_thread(self.injector.set_readiness, name, False)
                 self.injector.readiness["heal (masked by a rollout, quiet period)"] += 1
-                self.log(f"    healed {name}: broken in a PodClique a rollout masks")
+                self.log(f"    healed {name}: broken in a PodClique a rollout masks or waits on")
 
     async def _quiet_and_check(self, index: int, steps: list[str]) -> None:
         began = time.monotonic()

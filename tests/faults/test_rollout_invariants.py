@@ -197,6 +197,16 @@ def test_masked_is_the_update_in_progress_reason() -> None:
     assert not rollout_invariants.masked({"status": {"conditions": [{**cond, "reason": "Other"}]}})
 
 
+def test_a_never_available_clique_holds_a_rollout_only_while_its_pcs_is_rolling() -> None:
+    cond = {"type": names.CONDITION_MIN_AVAILABLE_BREACHED, "status": "False", "reason": names.REASON_NEVER_AVAILABLE}
+    pclq = {"metadata": {"labels": {names.LABEL_PART_OF: "pcsgw"}}, "status": {"conditions": [cond]}}
+    assert rollout_invariants.held_by_rollout(pclq, {"pcsgw"})
+    assert not rollout_invariants.held_by_rollout(pclq, {"other"}), "its PCS's rollout is complete"
+    breached = {**pclq, "status": {"conditions": [{**cond, "status": "True",
+                                                   "reason": names.REASON_INSUFFICIENT_READY_PODS}]}}
+    assert not rollout_invariants.held_by_rollout(breached, {"pcsgw"}), "a real breach must end in a termination"
+
+
 def test_template_changes_are_drawn_from_the_seed_and_only_when_enabled() -> None:
     def plan(probability: float) -> list[list[schedule.Step]]:
         settings = schedule.Settings(template_change_probability=probability)
