@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube
@@ -68,7 +69,7 @@ async def test_a_nudge_that_fails_while_temporal_is_down_arrives_once_it_is_back
         stack: LocalStack, tmp_path: Path) -> None:
     server = stack.add_temporal_server(f"temporal-nudges-{uuid.uuid4().hex[:6]}", db_file=tmp_path / "temporal.db")
     try:
-        client = await Client.connect(server.address)
+        client = await Client.connect(server.address, data_converter=pydantic_data_converter)  # as the worker's
         async with Worker(client, task_queue="nudges", workflows=[NudgeCountWorkflow]):
             handle = await client.start_workflow(NudgeCountWorkflow.run, id="replica", task_queue="nudges")
             nudger = Nudger(client)
