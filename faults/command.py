@@ -33,12 +33,20 @@ def faults(
     template_change_probability: Annotated[float, typer.Option(min=0, max=1, help="chance that a round also changes "
                                                                       "one PCS's image or env var (a rolling "
                                                                       "update under the faults)")] = 0.3,
+    fault_kinds: Annotated[str, typer.Option(help="comma-separated fault kinds the rounds cycle through; "
+                                                  "default: node-loss, worker-kill, temporal-restart, "
+                                                  "apiserver-outage; also: etcd-restart")] = "",
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "fault-results",
 ) -> None:
     """Inject seeded faults into a running workload and check that no termination came early, twice or not at all."""
     from faults import runner, schedule
 
-    settings = schedule.Settings(round_seconds=round_seconds,
+    kinds = tuple(k.strip() for k in fault_kinds.split(",") if k.strip()) or schedule.FAULT_KINDS
+    unknown = [k for k in kinds if k not in schedule.ALL_FAULT_KINDS]
+    if unknown:
+        raise typer.BadParameter(f"unknown fault kind(s) {', '.join(unknown)}; known: "
+                                 f"{', '.join(schedule.ALL_FAULT_KINDS)}", param_hint="--fault-kinds")
+    settings = schedule.Settings(round_seconds=round_seconds, fault_kinds=kinds,
                                  apiserver_down_seconds=(min(5.0, max_apiserver_outage), max_apiserver_outage),
                                  temporal_down_seconds=(0.0, max_temporal_down),
                                  template_change_probability=template_change_probability)

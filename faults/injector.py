@@ -80,6 +80,12 @@ class Injector:
             await asyncio.to_thread(self.stack.stop_component, "temporal")
             await asyncio.sleep(step.seconds)
             await asyncio.to_thread(self.stack.start_component, "temporal")
+        elif step.action == schedule.ETCD_RESTART:
+            # kube-apiserver stays up and answers reads from its watch cache, fails writes and quorum reads, and
+            # reconnects when etcd is back; a watch may end with "too old resource version" and must relist.
+            await asyncio.to_thread(self.stack.stop_component, "etcd")
+            await asyncio.sleep(step.seconds)
+            await asyncio.to_thread(self.stack.start_component, "etcd")
         elif step.action == schedule.APISERVER_OUTAGE:
             await self.apiserver_outage(step)
         elif step.action == schedule.NODE_LOSS:

@@ -158,7 +158,7 @@ class FaultRun:
                 await self._revive_components(stack, index)
                 steps = planner.plan_round()
                 self.log(f"round {index}/{self.options.rounds}: "
-                         f"{', '.join(s.action for s in steps if s.action in schedule.FAULT_KINDS)}")
+                         f"{', '.join(s.action for s in steps if s.action in schedule.ALL_FAULT_KINDS)}")
                 await injector.run(steps, time.monotonic())
                 await self._quiet_and_check(index, [s.describe() for s in steps])
             self.log("final: waiting for lost nodes' pods to go, then settling")

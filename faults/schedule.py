@@ -17,6 +17,10 @@ TEMPORAL_RESTART = "temporal-restart"
 APISERVER_OUTAGE = "apiserver-outage"
 NODE_LOSS = "node-loss"
 FAULT_KINDS = (NODE_LOSS, WORKER_KILL, TEMPORAL_RESTART, APISERVER_OUTAGE)
+# Opt-in kinds (`--fault-kinds`): left out of the default so that a seed plays the rounds it played before they existed.
+ETCD_RESTART = "etcd-restart"  # etcd stopped (SIGTERM) and started on the same data: kube-apiserver stays up
+OPTIONAL_FAULT_KINDS = (ETCD_RESTART,)
+ALL_FAULT_KINDS = (*FAULT_KINDS, *OPTIONAL_FAULT_KINDS)
 
 BREAK = "break"
 HEAL = "heal"
@@ -44,12 +48,14 @@ class Settings:
     scale_probability: float = 0.5  # a round also scales one PCSG or PodClique up and back (SCALE)
     scale_hold_seconds: tuple[float, float] = (2.0, 8.0)
     template_change_probability: float = 0.0  # a round also changes one PCS's template (TEMPLATE_CHANGE)
+    fault_kinds: tuple[str, ...] = FAULT_KINDS  # what the primaries cycle through (node loss, if present, first)
+    etcd_down_seconds: tuple[float, float] = (1.0, 10.0)
 
 
 @dataclass(frozen=True)
 class Step:
     at: float  # seconds into the round
-    action: str  # break | heal | one of FAULT_KINDS
+    action: str  # break | heal | one of ALL_FAULT_KINDS
     pod: str | None = None  # break/heal
     candidates: tuple[str, ...] = ()  # apiserver-outage: pods to break first (the first Ready one) for a deadline
     seconds: float = 0.0  # how long the component stays down (worker, Temporal, kube-apiserver)
@@ -85,16 +91,17 @@ class Planner:
 
     def primary(self) -> str:
         if not self._cycle:
-            rest = [k for k in FAULT_KINDS if k != NODE_LOSS]
+            kinds = self.settings.fault_kinds
+            rest = [k for k in kinds if k != NODE_LOSS]
             self.rng.shuffle(rest)
-            self._cycle = [NODE_LOSS, *rest]
+            self._cycle = [NODE_LOSS, *rest] if NODE_LOSS in kinds else rest
         return self._cycle.pop(0)
 
     def plan_round(self) -> list[Step]:
         s, rng = self.settings, self.rng
         window = s.round_seconds
         kinds = [self.primary()]
-        kinds += [k for k in FAULT_KINDS if k not in kinds and rng.random() < s.extra_fault_probability]
+        kinds += [k for k in s.fault_kinds if k not in kinds and rng.random() < s.extra_fault_probability]
         steps: list[Step] = []
         for kind in kinds:
             at = rng.uniform(1.0, max(1.5, window - 4.0))
@@ -102,6 +109,8 @@ class Planner:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.worker_dead_seconds)))
             elif kind == TEMPORAL_RESTART:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.temporal_down_seconds)))
+            elif kind == ETCD_RESTART:
+                steps.append(Step(at, kind, seconds=rng.uniform(*s.etcd_down_seconds)))
             elif kind == APISERVER_OUTAGE:
                 candidates = list(self.deadline_pods)
                 rng.shuffle(candidates)

@@ -309,6 +309,32 @@ def test_rounds_are_repeatable_from_the_seed_and_every_kind_comes_in_the_first_f
     assert kinds == set(schedule.FAULT_KINDS)
 
 
+def _seed7(settings: schedule.Settings) -> list[list[str]]:
+    plans = schedule.Planner(random.Random(7), {"avail": ["avail-0-api-0", "avail-0-frontend-0"]},
+                             ["slow-0-api-0", "slow-0-frontend-0"], settings=settings,
+                             scalable=(("PodClique", "avail-0-api", 2),), changeable=("avail", "slow"))
+    return [[s.action for s in plans.plan_round() if s.action in schedule.ALL_FAULT_KINDS] for _ in range(6)]
+
+
+def test_opt_in_fault_kinds_leave_the_default_rounds_of_a_seed_as_they_were() -> None:
+    # printed by the planner before etcd-restart existed (same seed, settings and targets)
+    before = [["node-loss", "temporal-restart"], ["apiserver-outage"], ["node-loss", "worker-kill"],
+              ["temporal-restart", "worker-kill"], ["node-loss", "temporal-restart"], ["apiserver-outage"]]
+    assert _seed7(schedule.Settings(template_change_probability=0.3)) == before
+
+
+def test_etcd_restart_joins_the_cycle_when_asked_for() -> None:
+    settings = schedule.Settings(fault_kinds=schedule.ALL_FAULT_KINDS, etcd_down_seconds=(2.0, 3.0),
+                                 extra_fault_probability=0.0)
+    plans = schedule.Planner(random.Random(1), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"], settings=settings)
+    rounds = [plans.plan_round() for _ in range(len(schedule.ALL_FAULT_KINDS))]
+    primaries = [next(s for s in r if s.action in schedule.ALL_FAULT_KINDS) for r in rounds]
+    assert primaries[0].action == schedule.NODE_LOSS
+    assert {p.action for p in primaries} == set(schedule.ALL_FAULT_KINDS)
+    etcd = next(p for p in primaries if p.action == schedule.ETCD_RESTART)
+    assert 2.0 <= etcd.seconds <= 3.0
+
+
 def test_hpa_style_scale_steps_go_up_and_come_back_to_the_template_count_within_the_round() -> None:
     targets = (("PodCliqueScalingGroup", "pcsg-0-prefill", 3), ("PodClique", "avail-0-api", 2))
     plans = schedule.Planner(random.Random(3), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"], scalable=targets)
@@ -336,3 +362,13 @@ async def test_replayable_flags_a_history_that_does_not_replay_and_passes_one_th
     assert [v.key for v in found.violations] == ["replay/bad-run"]
     assert found.violations[0].invariant == invariants.REPLAYABLE
     assert "Nondeterminism" in found.violations[0].detail and "id: 292" in found.violations[0].detail
+
+
+def test_an_unknown_fault_kind_is_refused_by_name_before_anything_starts() -> None:
+    from typer.testing import CliRunner
+
+    from worker.cli import app
+
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["faults", "--fault-kinds", "worker-kill,etcd-outage"])
+    assert result.exit_code == 2
+    assert "--fault-kinds" in result.stderr and "etcd-outage" in result.stderr and "etcd-restart" in result.stderr
