@@ -167,6 +167,11 @@ class KubeError(Exception):
     def forbidden(self) -> bool:
         return self.status in (401, 403)
 
+    @property
+    def unreachable(self) -> bool:
+        """No HTTP answer at all: the apiserver is down or the network to it is."""
+        return self.status == 0
+
 
 class Kube:
     """JSON requests against one cluster."""

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities import events
 from activities.backend import Scheduling
@@ -86,6 +86,7 @@ P = ParamSpec("P")
 INVALID_SPEC = "InvalidPodCliqueSet"
 REJECTED = "RejectedByApiServer"
 FORBIDDEN = "Forbidden"
+UNREACHABLE = "ApiServerUnreachable"
 
 
 def _translate(what: str, exc: KubeError) -> NoReturn:
@@ -95,7 +96,15 @@ def _translate(what: str, exc: KubeError) -> NoReturn:
                                non_retryable=True) from exc
     if exc.forbidden:
         raise ApplicationError(f"{what}: forbidden: {exc.message}", type=FORBIDDEN, non_retryable=True) from exc
-    raise exc  # outage or conflict: retried with backoff
+    if exc.unreachable:
+        # An outage is expected and retried: one line per attempt says so. BENIGN keeps the SDK from logging each
+        # attempt as a WARNING with three chained transport tracebacks (it logs them at DEBUG).
+        attempt = activity.info().attempt if activity.in_activity() else 0
+        log.warning("%s: kube-apiserver unreachable%s, retried with backoff: %s", what,
+                    f" (attempt {attempt})" if attempt else "", exc.message)
+        raise ApplicationError(f"{what}: kube-apiserver unreachable: {exc.message}", type=UNREACHABLE,
+                               category=ApplicationErrorCategory.BENIGN) from None
+    raise exc  # conflict or server error: retried with backoff
 
 
 def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:

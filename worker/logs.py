@@ -56,6 +56,10 @@ class ActivityContextFilter(logging.Filter):
         return True
 
 
+def _drop_transport_retries(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Retrying (")
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ActivityContextFilter())
@@ -67,3 +71,6 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    # urllib3 warns once per transport retry of every request ("Retrying (Retry(total=2, ...)) after connection
+    # broken by ..."): three lines a request through an outage, which the activity's own line already reports.
+    logging.getLogger("urllib3.connectionpool").addFilter(_drop_transport_retries)

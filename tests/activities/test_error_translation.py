@@ -1,0 +1,64 @@
+"""How a Kubernetes failure reaches Temporal's retry rules, and what the worker's log says of an outage."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from activities.kubeapi import KubeError
+from activities.replica import FORBIDDEN, REJECTED, UNREACHABLE, translating_errors
+from worker.logs import configure_logging
+
+
+def _failing(exc: KubeError) -> ApplicationError | KubeError:
+    @translating_errors("read replica")
+    def activity_body() -> None:
+        raise exc
+
+    with pytest.raises((ApplicationError, KubeError)) as raised:
+        activity_body()
+    assert isinstance(raised.value, ApplicationError | KubeError)
+    return raised.value
+
+
+def test_an_unreachable_apiserver_is_a_benign_retried_failure_with_one_log_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="activities.replica"):
+        err = _failing(KubeError(0, "MaxRetryError: HTTPSConnectionPool(host='127.0.0.1'): connection refused"))
+    assert isinstance(err, ApplicationError)
+    assert err.type == UNREACHABLE and not err.non_retryable
+    assert err.category == ApplicationErrorCategory.BENIGN  # the SDK logs it at DEBUG, not WARNING with tracebacks
+    assert err.__cause__ is None and err.__suppress_context__
+    assert "read replica: kube-apiserver unreachable" in err.message
+    lines = [r.getMessage() for r in caplog.records if r.name == "activities.replica"]
+    assert len(lines) == 1 and "kube-apiserver unreachable" in lines[0] and "connection refused" in lines[0]
+
+
+@pytest.mark.parametrize(("status", "kind"), [(422, REJECTED), (400, REJECTED), (403, FORBIDDEN)])
+def test_a_request_that_cannot_succeed_is_not_retried(status: int, kind: str) -> None:
+    err = _failing(KubeError(status, "nope"))
+    assert isinstance(err, ApplicationError) and err.type == kind and err.non_retryable
+
+
+@pytest.mark.parametrize("status", [409, 500, 503])
+def test_conflicts_and_server_errors_stay_retried_as_they_are(status: int) -> None:
+    err = _failing(KubeError(status, "busy"))
+    assert isinstance(err, KubeError) and err.status == status
+
+
+def test_the_worker_log_drops_urllib3s_per_retry_lines_and_keeps_its_other_warnings() -> None:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("INFO")
+    finally:
+        root.handlers[:], root.level = handlers, level  # the filter stays on its logger; pytest's capture comes back
+    pool = logging.getLogger("urllib3.connectionpool")
+    retry = pool.makeRecord(pool.name, logging.WARNING, __file__, 1,
+                            "Retrying (%r) after connection broken by '%r': %s", ("Retry(total=2)", "err", "/x"), None)
+    full = pool.makeRecord(pool.name, logging.WARNING, __file__, 1, "Connection pool is full, discarding connection: %s",
+                           ("127.0.0.1",), None)
+    assert not pool.filter(retry)
+    assert pool.filter(full)
