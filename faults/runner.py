@@ -321,9 +321,10 @@ class FaultRun:
             return [f"kube-apiserver: {exc}"]
         plans, uids = self.workload.plans, self.workload.uids
         problems = invariants.unsettled_objects(live, plans, uids)
-        await self._heal_masked(live)
-        pcses = [p for p in live.pcses if p["metadata"]["name"] in self.changed]
-        problems += rollout_invariants.rollout_incomplete(pcses, live.pods)
+        incomplete = {p["metadata"]["name"]: rollout_invariants.rollout_incomplete([p], live.pods)
+                      for p in live.pcses if p["metadata"]["name"] in self.changed}
+        await self._heal_masked(live, rolling={name for name, why in incomplete.items() if why})
+        problems += [why for whys in incomplete.values() for why in whys]
         events = list(self.recorder.snapshot()[0])
         breaches = invariants.live_breaches(live, plans, uids, self.in_scope, events)
         for key in self.keys:
@@ -344,12 +345,11 @@ class FaultRun:
         return [f"{c.key}: terminate_gang in flight" for d in digests.values() for c in d.terminations
                 if not c.completed]
 
-    async def _heal_masked(self, live: LiveObjects) -> None:
+    async def _heal_masked(self, live: LiveObjects, rolling: set[str]) -> None:
         """Faults stop in the quiet period: a pod the runner broke in a PodClique the rolling update masks
-        (UpdateInProgress), or in one it recreated and still waits on (NeverAvailable), would hold the rollout's
-        turn for ever, so heal it (counted). A breach that is neither is left alone: it must end in a termination."""
-        rolling = {p["metadata"]["name"] for p in live.pcses if p["metadata"]["name"] in self.changed
-                   and rollout_invariants.rollout_incomplete([p], live.pods)}
+        (UpdateInProgress), or in one it recreated and still waits on (NeverAvailable; `rolling`: the changed PCSes
+        whose rollout is incomplete), would hold the rollout's turn for ever, so heal it (counted). A breach that is
+        neither is left alone: it must end in a termination."""
         masked = {p["metadata"]["uid"] for p in live.pclqs
                   if rollout_invariants.masked(p) or rollout_invariants.held_by_rollout(p, rolling)}
         for pod in live.pods:
