@@ -19,6 +19,7 @@ from activities.kubeapi import (
     PODS,
     SCALINGGROUPS,
     Kube,
+    Resource,
     controller_uid,
     name_of,
     ours,
@@ -52,6 +53,7 @@ class ClusterView:
     pcsgs: dict[str, JSON] | None = None  # their spec.replicas are the replica's counts (grove.scale)
     foreign: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) managed by the Grove operator
     read_from: datetime = field(default_factory=lambda: datetime.now(UTC))  # before the first read
+    versions: dict[str, int] = field(default_factory=dict)  # kind -> resourceVersion this read saw up to
 
     def live_pods_of(self, pclq: JSON) -> list[JSON]:
         """Non-terminating pods controlled by this very PodClique incarnation."""
@@ -92,8 +94,9 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Tru
         # naming it is refused by the apiserver (400), which would fail every round instead of holding the replica.
         return view
     resources = [PODCLIQUES, PODS, PODGANGS] + ([SCALINGGROUPS] if with_scaling_groups else [])
-    listed = fan_out([functools.partial(kube.list_items, r, ref.namespace, label_selector=selector)
-                      for r in resources])
+    listings = fan_out([functools.partial(kube.list, r, ref.namespace, label_selector=selector) for r in resources])
+    view.versions = _read_versions([(PODCLIQUESETS, pcs)] + list(zip(resources, listings, strict=True)))
+    listed = [list(listing.get("items") or []) for listing in listings]
     for resource, items in zip(resources, listed, strict=True):
         view.foreign += [(resource.kind, name_of(obj)) for obj in items if not ours(obj)]
     listed = [[obj for obj in items if ours(obj)] for items in listed]
@@ -101,6 +104,19 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Tru
     if with_scaling_groups:
         view.pcsgs = by_name(listed[3])
     return view
+
+
+def _read_versions(reads: list[tuple[Resource, JSON]]) -> dict[str, int]:
+    """kind -> the resourceVersion a read saw up to: a LIST's own (every change of that kind up to it is in the
+    list), a single object's own (every change of it up to it). Versions of one kind are comparable integers
+    (Kubernetes 1.35, KEP-5504); one that is not an integer (another apiserver) is left out, and a nudge for that
+    kind then falls back to the clock."""
+    versions: dict[str, int] = {}
+    for resource, read in reads:
+        version = str((read.get("metadata") or {}).get("resourceVersion") or "")
+        if version.isdigit():
+            versions[resource.kind] = int(version)
+    return versions
 
 
 @dataclass
@@ -291,6 +307,7 @@ def snapshot(view: ClusterView, spec: SpecReading) -> ReplicaSnapshot:
     return ReplicaSnapshot(
         read_at=datetime.now(UTC),
         read_from=view.read_from,
+        read_versions=view.versions,
         pcs_state=spec.state,
         pcs_generation=spec.generation,
         wanted_replicas=spec.wanted_replicas,

@@ -62,6 +62,7 @@ from localstack.stack import LocalStack
 from worker.app import WORKFLOWS
 from workflows.contract import PAUSE, STATUS_QUERY, replica_workflow_id
 from workflows.messages import ControlResult, PauseRequest, Phase, ReplicaStatus
+from workflows.nudge_versions import NudgeVersionsInterceptor
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
@@ -140,7 +141,8 @@ class FaultRun:
             await asyncio.to_thread(self._wait_service_account)
             self.client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
             self.histories = HistoryReader(self.client)
-            self.replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+            self.replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter,
+                                     interceptors=[NudgeVersionsInterceptor()])
             worker = stack.spawn("worker", worker_argv(stack.kubeconfig, stack.temporal_address, self.namespace,
                                                        self.task_queue))
             self.worker = worker

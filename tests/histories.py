@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -22,7 +23,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "histories"
 
 
 def replayer() -> Replayer:
-    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow], data_converter=pydantic_data_converter)
+    """As a worker replays: with the nudge versions header read (workflows/nudge_versions.py)."""
+    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow],
+                    data_converter=pydantic_data_converter, interceptors=[NudgeVersionsInterceptor()])
 
 
 def save(history: WorkflowHistory, name: str) -> Path:

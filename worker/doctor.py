@@ -268,12 +268,13 @@ class ResetPlan:
 
 
 def _replayer() -> Replayer:
+    from workflows.nudge_versions import NudgeVersionsInterceptor
     from workflows.reconciler import ReconcilerWorkflow
     from workflows.replica import ReplicaWorkflow
 
     quiet = Runtime(telemetry=TelemetryConfig(logging=None))  # the CLI reports replay failures itself
     return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow], data_converter=pydantic_data_converter,
-                    runtime=quiet)
+                    interceptors=[NudgeVersionsInterceptor()], runtime=quiet)
 
 
 async def replay_error(history: WorkflowHistory, replayer: Replayer | None = None) -> BaseException | None:

@@ -20,8 +20,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from temporalio import client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from workflows.nudge_versions import NudgeVersionsInterceptor
 
 DEFAULT_SERVICE_NAME = "grove-temporal"
 EXPORTERS = ("none", "console", "otlp")
@@ -58,9 +61,11 @@ def configure_tracing(environ: dict[str, str] | None = None) -> TracerProvider |
     return provider
 
 
-def client_interceptors() -> list[TracingInterceptor]:
-    """Always on: with no tracer provider installed, OpenTelemetry's no-op tracer makes it free."""
-    return [TracingInterceptor()]
+def client_interceptors() -> list[client.Interceptor]:
+    """Tracing (always on: with no tracer provider installed, OpenTelemetry's no-op tracer makes it free) and the
+    nudge versions header. Both are worker interceptors too: a Worker built on this client applies them to its
+    workflows."""
+    return [TracingInterceptor(), NudgeVersionsInterceptor()]
 
 
 @dataclass

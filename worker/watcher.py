@@ -37,6 +37,7 @@ from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from workflows.contract import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
 from workflows.messages import Nudge
+from workflows.nudge_versions import sending
 
 log = logging.getLogger(__name__)
 
@@ -95,24 +96,41 @@ class _Feed:
     synced: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+Versions = dict[str, int]  # kind -> resourceVersion of the newest watch event a nudge stands for
+
+
+def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
+    """One nudge standing for both: None (no versions: judged by the clock) if either has none."""
+    if first is None or second is None:
+        return None
+    return {kind: max(first.get(kind, 0), second.get(kind, 0)) for kind in first.keys() | second.keys()}
+
+
 class Nudger:
     """Sends nudge signals, at most one in flight per workflow, coalescing the rest. A nudge that fails (Temporal
     unreachable for longer than the client retries a call) is kept and sent again: dropped, it would leave the
-    workflow unaware of the change until its safety resync hours later, since the watcher has already moved on."""
+    workflow unaware of the change until its safety resync hours later, since the watcher has already moved on.
+
+    Each nudge carries the resourceVersions of the events it stands for (a header, workflows/nudge_versions.py), so
+    the workflow tells whether its last read saw them without comparing this process's clock with another's."""
 
     def __init__(self, client: Client, *, concurrency: int = 64, coalesce_seconds: float = 0.005,
-                 retry_seconds: float = 2.0) -> None:
+                 retry_seconds: float = 2.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.client = client
         self.coalesce_seconds = coalesce_seconds
         self.retry_seconds = retry_seconds
+        self.clock = clock
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._pending: set[str] = set()
+        self._pending: dict[str, Versions | None] = {}
         self._in_flight: set[str] = set()
         self._wake = asyncio.Event()
         self.on_missing: Callable[[str], None] = lambda workflow_id: None
 
-    def request(self, workflow_id: str) -> None:
-        self._pending.add(workflow_id)
+    def request(self, workflow_id: str, versions: Versions | None = None) -> None:
+        """Nudge `workflow_id` for watch events at `versions` (None: an event without one, judged by the clock)."""
+        if workflow_id in self._pending:
+            versions = _merged(self._pending[workflow_id], versions)
+        self._pending[workflow_id] = versions
         self._wake.set()
 
     async def run(self) -> None:
@@ -122,21 +140,21 @@ class Nudger:
             self._wake.clear()
             if self.coalesce_seconds:
                 await asyncio.sleep(self.coalesce_seconds)
-            ready = self._pending - self._in_flight
-            self._pending -= ready
+            ready = [workflow_id for workflow_id in self._pending if workflow_id not in self._in_flight]
             for workflow_id in ready:
                 self._in_flight.add(workflow_id)
-                task = asyncio.create_task(self._send(workflow_id))
+                task = asyncio.create_task(self._send(workflow_id, self._pending.pop(workflow_id)))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
-    async def _send(self, workflow_id: str) -> None:
+    async def _send(self, workflow_id: str, versions: Versions | None) -> None:
         try:
             try:
                 async with self._semaphore:
                     # Stamped at each attempt: a round that began after this moment has seen the change.
-                    await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL,
-                                                                              Nudge(sent_at=datetime.now(UTC)))
+                    with sending(versions):
+                        await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL,
+                                                                                  Nudge(sent_at=self.clock()))
                 NUDGES.labels("sent").inc()
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
@@ -145,7 +163,7 @@ class Nudger:
                     return
                 NUDGES.labels("failed").inc()
                 log.warning("nudge %s failed, retrying in %.0fs: %s", workflow_id, self.retry_seconds, exc)
-                self._pending.add(workflow_id)  # still in flight meanwhile: new events coalesce into this retry
+                self.request(workflow_id, versions)  # still in flight meanwhile: new events coalesce into this retry
                 await asyncio.sleep(self.retry_seconds)
         finally:
             self._in_flight.discard(workflow_id)
@@ -164,13 +182,14 @@ class Watcher:
         namespace: str | None = None,
         resync_seconds: float = 1800.0,
         watch_timeout_seconds: int = 1800,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.kube = kube
         self.client = client
         self.namespace = namespace or None
         self.resync_seconds = resync_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
-        self.nudger = Nudger(client)
+        self.nudger = Nudger(client, clock=clock)
         self.nudger.on_missing = self._workflow_missing
         self.pcs_feed = _Feed(PODCLIQUESETS, None, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, MANAGED_SELECTOR, pclq_fingerprint)
@@ -230,7 +249,7 @@ class Watcher:
         for key in list(feed.known):
             if key not in listed:
                 _, last = feed.known[key]
-                self._on_event(feed, "DELETED", last)
+                self._on_event(feed, "DELETED", last)  # `_slim` keeps no resourceVersion: judged by the clock
         feed.synced.set()
 
     def _on_event(self, feed: _Feed, kind: str | None, obj: JSON) -> None:
@@ -246,13 +265,14 @@ class Watcher:
         WATCH_EVENTS.labels(feed.resource.plural, str(relevant).lower()).inc()
         if not relevant:
             return
+        versions = _versions_of(feed.resource, obj)
         if feed is self.pcs_feed:
-            self._pcs_changed(key, obj, previous[1] if previous else None)
+            self._pcs_changed(key, obj, previous[1] if previous else None, versions)
         else:
             for replica_key in self._replica_keys(obj):
-                self.nudger.request(replica_key.workflow_id)
+                self.nudger.request(replica_key.workflow_id, versions)
 
-    def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None) -> None:
+    def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None) -> None:
         self._pending_pcs.add(key)
         self._reconciler_wake.set()
         # Every replica that may exist before or after the change re-reads its spec (scale in/out, deletion).
@@ -262,7 +282,7 @@ class Watcher:
             uid = version.get("metadata", {}).get("uid")
             replicas = wanted_replicas(version) or 0
             for index in range(replicas):
-                self.nudger.request(ReplicaKey(key[0], key[1], uid, index).workflow_id)
+                self.nudger.request(ReplicaKey(key[0], key[1], uid, index).workflow_id, versions)
 
     def _replica_keys(self, obj: JSON) -> Iterable[ReplicaKey]:
         meta = obj.get("metadata", {})
@@ -294,6 +314,12 @@ class Watcher:
                 await handle.signal(PCS_CHANGED_SIGNAL, [list(k) for k in batch])
             except RPCError as exc:
                 log.warning("reconciler signal failed (%s); it will catch up on its next full pass", exc)
+
+
+def _versions_of(resource: Resource, obj: JSON) -> Versions | None:
+    """The event's resourceVersion under its kind; None where it has none that is an integer."""
+    version = str(obj.get("metadata", {}).get("resourceVersion") or "")
+    return {resource.kind: int(version)} if version.isdigit() else None
 
 
 def _key(obj: JSON) -> ObjectKey:

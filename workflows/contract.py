@@ -74,6 +74,9 @@ RECORD_ROLLOUT_EVENT = "record_rollout_event"
 
 # --- signals, updates, queries -------------------------------------------------------------------------------------
 NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)
+# A header of the nudge signal: the resourceVersion, per kind, of the watch events it stands for (a header, not a
+# payload field: a worker that predates it ignores a header, where it would drop a payload it cannot decode).
+NUDGE_VERSIONS_HEADER = "grove-temporal-nudge-versions"
 PCS_CHANGED_SIGNAL = "pcs_changed"  # a PodCliqueSet changed (watcher -> reconciler)
 PAUSE = "pause"  # signal and update
 RESUME = "resume"  # signal and update

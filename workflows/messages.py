@@ -73,9 +73,15 @@ class CliqueState(Message):
 class Nudge(Message):
     """The nudge signal's payload: when its sender asked (its clock). A replica's last observation started after
     that covers it, so whether a nudge calls for another round depends only on what the history records, never on
-    where in a workflow task the signal was applied."""
+    where in a workflow task the signal was applied.
+
+    `versions` never travels in the payload (a worker that predates the field would drop the signal): the watcher
+    sends it as the NUDGE_VERSIONS_HEADER header and `workflows/nudge_versions.py` puts it here on arrival. Where it is
+    set it decides alone, with no clock in it (workflows/nudges.py)."""
 
     sent_at: AwareDatetime
+    versions: dict[str, int] | None = Field(
+        default=None, description="kind -> resourceVersion of the newest watch event this nudge stands for")
 
 
 class ReplicaSnapshot(Message):
@@ -84,6 +90,9 @@ class ReplicaSnapshot(Message):
     read_at: AwareDatetime = Field(description="activity clock, for humans; decisions use workflow time")
     read_from: AwareDatetime | None = Field(
         default=None, description="activity clock just before the first read: nudges sent before it are covered")
+    read_versions: dict[str, int] = Field(
+        default_factory=dict, description="kind -> resourceVersion the read saw up to (a LIST's own version, the "
+                                          "PodCliqueSet's): a nudge for a watch event at or below it is covered")
     pcs_state: PcsState
     pcs_generation: int = 0
     wanted_replicas: int = 0

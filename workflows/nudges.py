@@ -5,6 +5,11 @@ was sent; another round follows only a nudge sent at or after the moment the obs
 observation that began later has already seen the change). An untimed nudge (an old watcher), or the workflow's own
 "look again", always calls for another round. Transient: rebuilt by the next observation, never carried.
 
+A nudge from the watcher also carries the resourceVersions of the watch events it stands for (workflows/
+nudge_versions.py). Under VERSIONED_NUDGES_PATCH those decide alone: it calls for a round only if some kind's version
+is past what the observation in force read of that kind. No clock enters that decision, so a watcher whose clock is
+behind the activity worker's (another node, two worker replicas) never has a change taken as already seen.
+
 Deterministic (workflow code): no I/O, no clock; the one patch call is made where the class used to make it.
 """
 
@@ -19,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
 TIMED_NUDGES_PATCH = "timed-nudges"
+# Nudges that carry resourceVersions are judged by them, not by the clock.
+VERSIONED_NUDGES_PATCH = "versioned-nudges"
 
 
 class Nudges:
@@ -27,19 +34,30 @@ class Nudges:
         self.timed = False  # decided once per run, by TIMED_NUDGES_PATCH
         self.sent_at: datetime | None = None  # the latest timed nudge
         self.observed_from: datetime | None = None  # when the latest observation began (activity clock)
+        self.versioned = False  # decided once per run, by VERSIONED_NUDGES_PATCH
+        self.versions: dict[str, int] = {}  # kind -> newest resourceVersion a versioned nudge stood for
+        self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
 
     def decide_timed(self) -> None:
-        """Once per run, at its start: may timed nudges be told apart (a patch marker in new histories)?"""
+        """Once per run, at its start: may timed (and versioned) nudges be told apart (patch markers in new
+        histories)? Asked in this order, always: a history recorded before the versioned path replays unchanged."""
         self.timed = workflow.patched(TIMED_NUDGES_PATCH)
+        self.versioned = self.timed and workflow.patched(VERSIONED_NUDGES_PATCH)
 
     def received(self, nudge: Nudge | None) -> None:
         if nudge is None or not self.timed:
             self.look_again = True
+        elif nudge.versions and self.versioned:
+            for kind, version in nudge.versions.items():
+                self.versions[kind] = max(version, self.versions.get(kind, version))
         elif self.sent_at is None or nudge.sent_at > self.sent_at:
             self.sent_at = nudge.sent_at
 
     def pending(self) -> bool:
-        """A timed nudge was sent at or after the observation in force began: it may show something new."""
+        """A nudge may show something new: a watch event past what the observation in force read of its kind, or a
+        nudge without versions sent at or after that observation began."""
+        if any(version > self.read_versions.get(kind, -1) for kind, version in self.versions.items()):
+            return True
         if self.sent_at is None:
             return False
         return self.observed_from is None or self.sent_at >= self.observed_from
@@ -53,3 +71,9 @@ class Nudges:
         began = snapshot.read_from or scheduled_at
         if began is not None and (self.observed_from is None or began > self.observed_from):
             self.observed_from = began
+        for kind, version in snapshot.read_versions.items():
+            self.read_versions[kind] = max(version, self.read_versions.get(kind, version))
+        # A kind this observation did not read (the PodCliqueSet is gone, its name cannot be a label value, an
+        # apiserver without integer versions) has nothing a further round could read either: never wait on it.
+        for kind in [k for k in self.versions if k not in snapshot.read_versions]:
+            del self.versions[kind]

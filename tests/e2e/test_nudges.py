@@ -1,5 +1,7 @@
 """Timed nudges: whether a nudge brings another round depends on what the history records (when the nudge was sent,
-when the last observation began), never on where in a workflow task the signal happened to be applied.
+when the last observation began), never on where in a workflow task the signal happened to be applied. And the
+watcher's nudges carry the resourceVersions of their events, so a watcher whose clock differs from the activity
+worker's (two worker replicas on two nodes) never has a change taken as already seen.
 
 Seen in a seeded fault run (round 52, seed 1): after a Temporal restart and a worker kill, one worker applied a
 nudge at a different point of the loop than a later replay did, and the replica workflow failed with a
@@ -10,14 +12,23 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
 
+from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manifest
+from worker.telemetry import client_interceptors
+from worker.watcher import Watcher
 from workflows.contract import NUDGE_SIGNAL
 from workflows.messages import Nudge, Phase
-from workflows.nudges import TIMED_NUDGES_PATCH
+from workflows.nudges import TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH
+
+if TYPE_CHECKING:
+    from localstack.stack import LocalStack
 
 
 async def _observes(handle: WorkflowHandle) -> int:  # type: ignore[type-arg]
@@ -59,3 +70,36 @@ async def test_a_nudge_sent_before_the_last_observation_began_brings_no_round_an
 
     await handle.signal(NUDGE_SIGNAL)  # untimed (an older sender): always one more round
     assert await _quiet(handle) == after + 1
+
+
+async def test_a_watcher_an_hour_behind_the_activity_worker_still_has_every_change_seen(
+        cluster: Cluster, stack: LocalStack, temporal_client: Client, tmp_path: Path, histories: Histories) -> None:
+    """The worker runs workflows and activities only (`--no-watcher`); the watcher runs here, its clock an hour
+    behind. By the clock every nudge it sends predates the observation in force and would be taken as seen (the
+    replica would stall); by resourceVersions each change brings its round."""
+    worker = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
+                           namespace=cluster.namespace, log_dir=tmp_path, extra_args=["--no-watcher"]).start()
+    client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter,
+                                  interceptors=client_interceptors())  # as the worker's
+    watcher = Watcher(cluster.kube, client, namespace=cluster.namespace,
+                      clock=lambda: datetime.now(UTC) - timedelta(hours=1))
+    watching = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.to_thread(worker.wait_ready, 90.0, False)
+        cluster.apply(pcs_manifest("skewed", cluster.namespace, termination_delay="600s",
+                                   cliques=[clique("app", 2, 2)]))
+        replica = Replica(temporal_client, cluster, "skewed")
+        await replica.wait_phase(Phase.AVAILABLE, timeout=90)
+        history = await replica.handle.fetch_history()
+        assert any(VERSIONED_NUDGES_PATCH.encode() in e.marker_recorded_event_attributes.SerializeToString()
+                   for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED)
+        for attempt in range(3):
+            cluster.fail_readiness("skewed-0-app-1")
+            await replica.wait(lambda s: bool(s.deadlines), timeout=20, what=f"breach {attempt + 1} seen")
+            cluster.fail_readiness("skewed-0-app-1", failing=False)
+            await replica.wait(lambda s: not s.deadlines, timeout=20, what=f"breach {attempt + 1} healed")
+        await histories.keep(replica.handle, "skewed_watcher_versioned_nudges")  # replays with the header read
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        worker.stop()

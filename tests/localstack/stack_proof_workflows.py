@@ -68,3 +68,27 @@ class NudgeCountWorkflow:
     @workflow.query
     def nudges(self) -> int:
         return self._nudges
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.messages import Nudge
+
+
+@workflow.defn
+class NudgeVersionsWorkflow:
+    """Records the versions of each nudge it receives, as the replica workflow's handler sees them."""
+
+    def __init__(self) -> None:
+        self._received: list[dict[str, int] | None] = []
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal(name="nudge")
+    def nudge(self, nudge: Nudge) -> None:
+        self._received.append(nudge.versions)
+
+    @workflow.query
+    def received(self) -> list[dict[str, int] | None]:
+        return self._received

@@ -17,7 +17,8 @@ from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube
 from grove import names
-from tests.localstack.stack_proof_workflows import NudgeCountWorkflow
+from tests.localstack.stack_proof_workflows import NudgeCountWorkflow, NudgeVersionsWorkflow
+from worker.telemetry import client_interceptors
 from worker.watcher import Nudger, Watcher
 
 if TYPE_CHECKING:
@@ -93,3 +94,38 @@ async def test_a_nudge_that_fails_while_temporal_is_down_arrives_once_it_is_back
             assert await handle.result() == 1
     finally:
         server.stop()
+
+
+async def test_nudges_carry_the_resource_versions_of_their_events_through_temporal(stack: LocalStack) -> None:
+    """The versions travel as a header on the worker's own client and reach the handler's Nudge; while a nudge is in
+    flight further events coalesce into one, at the newest version of each kind; an event without a version makes
+    the coalesced nudge a clock-judged one (no versions)."""
+    client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter,
+                                  interceptors=client_interceptors())  # as the worker's
+    queue = f"versions-{uuid.uuid4().hex[:6]}"
+    async with Worker(client, task_queue=queue, workflows=[NudgeVersionsWorkflow]):
+        handle = await client.start_workflow(NudgeVersionsWorkflow.run, id=f"replica-{queue}", task_queue=queue)
+        nudger = Nudger(client, coalesce_seconds=0.2)
+        sending = asyncio.create_task(nudger.run())
+        received: list[dict[str, int] | None] = []
+
+        async def received_count(count: int) -> None:
+            deadline = time.monotonic() + 15
+            while len(received) < count:
+                assert time.monotonic() < deadline, f"nudges received: {received}"
+                await asyncio.sleep(0.1)
+                received[:] = await handle.query(NudgeVersionsWorkflow.received)
+
+        try:
+            nudger.request(handle.id, {"Pod": 10})
+            nudger.request(handle.id, {"Pod": 12, "PodClique": 3})  # within the coalescing window: one nudge
+            nudger.request(handle.id, {"Pod": 11})
+            await received_count(1)
+            nudger.request(handle.id, {"PodCliqueSet": 5})
+            nudger.request(handle.id, None)  # a deletion seen only by a relist
+            await received_count(2)
+        finally:
+            sending.cancel()
+            await asyncio.gather(sending, return_exceptions=True)
+        assert received == [{"Pod": 12, "PodClique": 3}, None]
+        await handle.terminate()

@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from tests.histories import FIXTURES, load, replayer
 from workflows.contract import (
+    NUDGE_VERSIONS_HEADER,
     RECREATE_FOR_UPDATE,
     RELEASE_GATES,
     RELEASE_STARTUP,
@@ -27,6 +30,7 @@ from workflows.contract import (
     ROLLOUT_TURN_SIGNAL,
     ROLLOUT_WORKFLOW,
 )
+from workflows.replica import ReplicaWorkflow
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -82,7 +86,13 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "startup order": lambda h: RELEASE_STARTUP in _activities(h),
     "rolling update step": lambda h: RECREATE_FOR_UPDATE in _activities(h) and ROLLOUT_TURN_SIGNAL in _signals(h),
     "rollout workflow": lambda h: _workflow_type(h) == ROLLOUT_WORKFLOW and ROLLOUT_REPORT_SIGNAL in _signals(h),
+    "nudges with resourceVersions": lambda h: any(_versioned_nudge(e) for e in h.events),
 }
+
+
+def _versioned_nudge(event: HistoryEvent) -> bool:
+    return event.HasField("workflow_execution_signaled_event_attributes") and \
+        NUDGE_VERSIONS_HEADER in event.workflow_execution_signaled_event_attributes.header.fields
 
 
 def test_the_fixtures_cover_every_path_that_matters() -> None:
@@ -95,3 +105,14 @@ def test_the_fixtures_cover_every_path_that_matters() -> None:
 async def test_recorded_history_replays_deterministically(path: Path) -> None:
     result = await replayer().replay_workflow(load(path), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+
+
+async def test_a_replayer_that_does_not_read_the_nudge_versions_header_diverges() -> None:
+    """Every Replayer must be given NudgeVersionsInterceptor (tests/histories.py, worker/doctor.py, the fault
+    runner): without it the nudges of a watcher an hour behind are judged by its clock, the replay takes fewer
+    rounds than the run did, and fails."""
+    history = load(FIXTURES / "skewed_watcher_versioned_nudges.json")
+    blind = Replayer(workflows=[ReplicaWorkflow], data_converter=pydantic_data_converter)
+    result = await blind.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure

@@ -54,6 +54,45 @@ def test_an_untimed_nudge_or_a_run_without_the_patch_always_looks_again() -> Non
     assert old.look_again and old.sent_at is None
 
 
+def _read(read_from: datetime, **versions: int) -> ReplicaSnapshot:
+    return ReplicaSnapshot(read_at=T0, read_from=read_from, pcs_state=PcsState.PRESENT, read_versions=versions)
+
+
+def test_a_versioned_nudge_is_judged_by_resource_versions_whatever_the_clocks_say() -> None:
+    """The watcher's clock an hour behind the activity worker's: by the clock every nudge looks covered; by the
+    versions only those the read already saw are."""
+    nudges = Nudges()
+    nudges.timed, nudges.versioned, nudges.look_again = True, True, False
+    nudges.observed(_read(T0 + timedelta(hours=1), Pod=100, PodClique=90), None)
+    behind = T0  # the watcher's clock
+    nudges.received(Nudge(sent_at=behind, versions={"Pod": 100}))  # the read saw this event
+    assert not nudges.due()
+    nudges.received(Nudge(sent_at=behind, versions={"Pod": 101}))  # it did not see this one
+    assert nudges.due()
+    nudges.observed(_read(T0 + timedelta(hours=1, seconds=1), Pod=105, PodClique=90), None)
+    assert not nudges.due()
+    nudges.received(Nudge(sent_at=T0 + timedelta(hours=2), versions={"PodClique": 90}))  # ahead, but seen
+    assert not nudges.due()
+
+
+def test_a_nudge_of_a_kind_the_observation_could_not_read_is_not_waited_on() -> None:
+    nudges = Nudges()
+    nudges.timed, nudges.versioned, nudges.look_again = True, True, False
+    nudges.received(Nudge(sent_at=T0, versions={"Pod": 7, "PodCliqueSet": 3}))
+    assert nudges.due()
+    nudges.observed(_read(T0, PodCliqueSet=3), None)  # the PodCliqueSet was read, its pods were not (listable)
+    assert not nudges.due() and nudges.versions == {"PodCliqueSet": 3}
+
+
+def test_versions_are_ignored_where_the_run_predates_them() -> None:
+    nudges = Nudges()
+    nudges.timed, nudges.look_again = True, False  # versioned stays False: a run started before the patch
+    nudges.observed(_read(T0 + timedelta(seconds=10), Pod=100), None)
+    nudges.received(Nudge(sent_at=T0, versions={"Pod": 200}))
+    assert not nudges.due(), "the clock decides, as it did before"
+    assert nudges.versions == {}
+
+
 def test_observed_falls_back_to_when_the_observe_was_scheduled() -> None:
     nudges = Nudges()
     nudges.observed(_snapshot(None), T0)
