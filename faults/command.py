@@ -36,6 +36,10 @@ def faults(
     fault_kinds: Annotated[str, typer.Option(help="comma-separated fault kinds the rounds cycle through; "
                                                   "default: node-loss, worker-kill, temporal-restart, "
                                                   "apiserver-outage; also: etcd-restart")] = "",
+    workers: Annotated[int, typer.Option(min=1, max=3, help="worker processes on the task queue (the watcher is "
+                                                            "leader-elected among them); a worker kill hits one")] = 1,
+    worker_clock_skew: Annotated[float, typer.Option(min=-3600, max=3600, help="the last worker's wall clock runs "
+                                                                            "this many seconds off (0: none)")] = 0.0,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "fault-results",
 ) -> None:
     """Inject seeded faults into a running workload and check that no termination came early, twice or not at all."""
@@ -49,7 +53,8 @@ def faults(
     settings = schedule.Settings(round_seconds=round_seconds, fault_kinds=kinds,
                                  apiserver_down_seconds=(min(5.0, max_apiserver_outage), max_apiserver_outage),
                                  temporal_down_seconds=(0.0, max_temporal_down),
-                                 template_change_probability=template_change_probability)
+                                 template_change_probability=template_change_probability, workers=workers,
+                                 worker_clock_skew_seconds=worker_clock_skew)
     results = runner.run(runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
                                         settle_timeout=settle_timeout, out_dir=out,
                                         log=lambda line: typer.echo(line, err=True)))

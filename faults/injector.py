@@ -31,8 +31,10 @@ RUNNER_FIELD_MANAGER = "grove-temporal-faults"
 ROLLOUT_ENV = "ROLLOUT_GENERATION"  # the env var a template change sets  # our own writes, told apart from the product's ("grove-temporal")
 
 
-def worker_argv(kubeconfig: Path, temporal_address: str, namespace: str, task_queue: str) -> list[str]:
-    return [sys.executable, "-m", "worker.cli", "worker", "--kubeconfig", str(kubeconfig),
+def worker_argv(kubeconfig: Path, temporal_address: str, namespace: str, task_queue: str,
+                clock_skew_seconds: float = 0.0) -> list[str]:
+    launcher = ["-m", "faults.skewed_worker", str(clock_skew_seconds)] if clock_skew_seconds else ["-m", "worker.cli"]
+    return [sys.executable, *launcher, "worker", "--kubeconfig", str(kubeconfig),
             "--temporal-address", temporal_address, "--namespace", namespace, "--task-queue", task_queue,
             "--log-level", "INFO"]
 
@@ -42,10 +44,11 @@ class Injector:
     stack: LocalStack
     kube: Kube
     namespace: str
-    worker: ManagedProcess
+    workers: list[ManagedProcess]  # every worker process on the task queue
     pending_deadline: Callable[[str], Awaitable[bool]]  # pod name -> does its replica show a pending deadline?
     log: Callable[[str], None]
     faults: Counter[str] = field(default_factory=Counter)
+    worker_kills: Counter[str] = field(default_factory=Counter)  # by worker process name
     readiness: Counter[str] = field(default_factory=Counter)
     scales: Counter[str] = field(default_factory=Counter)
     outages: list[dict[str, float | bool | str]] = field(default_factory=list)
@@ -73,9 +76,11 @@ class Injector:
             return
         self.faults[step.action] += 1
         if step.action == schedule.WORKER_KILL:
-            await asyncio.to_thread(self.worker.kill)
+            worker = self.workers[step.worker]
+            self.worker_kills[worker.name] += 1
+            await asyncio.to_thread(worker.kill)
             await asyncio.sleep(step.seconds)
-            await asyncio.to_thread(self.worker.start)
+            await asyncio.to_thread(worker.start)
         elif step.action == schedule.TEMPORAL_RESTART:
             await asyncio.to_thread(self.stack.stop_component, "temporal")
             await asyncio.sleep(step.seconds)

@@ -112,7 +112,7 @@ class FaultRun:
         self.statuses: dict[ReplicaKey, ReplicaStatus] = {}
         self.foreign_before: dict[str, JSON] = {}
         self.component_exits: list[dict[str, Any]] = []
-        self.worker: ManagedProcess | None = None
+        self.workers: list[ManagedProcess] = []
 
     # --- the run ---------------------------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -130,7 +130,6 @@ class FaultRun:
         self.stack = stack
         stack.start()
         recorder: Recorder | None = None
-        worker = None
         poller: asyncio.Task[None] | None = None
         try:
             api_client = stack.kube_client()
@@ -143,14 +142,17 @@ class FaultRun:
             self.histories = HistoryReader(self.client)
             self.replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter,
                                      interceptors=[NudgeVersionsInterceptor()])
-            worker = stack.spawn("worker", worker_argv(stack.kubeconfig, stack.temporal_address, self.namespace,
-                                                       self.task_queue))
-            self.worker = worker
+            count = self.options.settings.workers
+            for number in range(1, count + 1):
+                name = "worker" if number == 1 else f"worker-{number}"
+                skew = self.options.settings.worker_clock_skew_seconds if number == count else 0.0
+                self.workers.append(stack.spawn(name, worker_argv(stack.kubeconfig, stack.temporal_address,
+                                                                  self.namespace, self.task_queue, skew)))
             recorder = Recorder(lambda: Kube(stack.kube_client()), self.namespace).start()
             self.recorder = recorder
             await self._create_workload()
             poller = asyncio.create_task(self._poll_statuses())
-            injector = Injector(stack, self.kube, self.namespace, worker, self._deadline_pending, self.log)
+            injector = Injector(stack, self.kube, self.namespace, self.workers, self._deadline_pending, self.log)
             self.injector = injector
             self.breakable = self._breakable_pods()
             planner = schedule.Planner(self.rng, self.breakable, self._pods_of("slow"), self.options.settings,
@@ -171,7 +173,7 @@ class FaultRun:
                 poller.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await poller
-            if worker is not None:
+            for worker in self.workers:
                 worker.stop(20)
             if recorder is not None:
                 recorder.stop()
@@ -463,11 +465,13 @@ class FaultRun:
             self.component_exits.append({"round": index, "component": name, "exit_code": popen.returncode})
             self.log(f"  stack component {name} exited on its own (status {popen.returncode}); starting it again")
             await asyncio.to_thread(stack.start_component, name)
-        worker = self.worker
-        popen = worker.popen if worker else None
-        if worker is not None and popen is not None and popen.poll() is not None:  # a crash of the product itself
-            key = f"worker-exit/{index}/{popen.returncode}"
-            detail = f"round {index}: the worker process exited on its own (status {popen.returncode})"
+        for worker in self.workers:
+            popen = worker.popen
+            if popen is None or popen.poll() is None:
+                continue
+            # a crash of the product itself
+            key = f"worker-exit/{index}/{worker.name}/{popen.returncode}"
+            detail = f"round {index}: worker process {worker.name} exited on its own (status {popen.returncode})"
             self.violations.setdefault(key, (index, Violation("worker", key, detail)))
             self.log(f"  VIOLATION {detail}; starting it again")
             await asyncio.to_thread(worker.start)
@@ -514,6 +518,9 @@ class FaultRun:
             "run_dir": str(self.run_dir),
             "faults": dict(sorted(self.injector.faults.items())),
             "faults_total": sum(self.injector.faults.values()),
+            "workers": self.options.settings.workers,
+            "worker_clock_skew_seconds": self.options.settings.worker_clock_skew_seconds,
+            "worker_kills": dict(sorted(self.injector.worker_kills.items())),
             "readiness_changes": dict(self.injector.readiness),
             "hpa_scale_writes": dict(sorted(self.injector.scales.items())),
             "template_changes": self.injector.template_changes,
@@ -559,7 +566,11 @@ def write_results(results: dict[str, Any], out_dir: Path) -> Path:
 def render(results: dict[str, Any]) -> str:
     lines = [
         f"fault run: seed {results['seed']}, {results['rounds']} rounds, {results['replicas']} replicas per PCS, "
-        f"{results['duration_seconds']:.0f}s",
+        f"{results.get('workers', 1)} worker(s)"
+        + (f" (the last one's clock {results['worker_clock_skew_seconds']:+g}s off)"
+           if results.get("worker_clock_skew_seconds") else "")
+        + f", {results['duration_seconds']:.0f}s",
+        "worker kills: " + (", ".join(f"{k} {v}" for k, v in results.get("worker_kills", {}).items()) or "none"),
         "faults injected: " + ", ".join(f"{k} {v}" for k, v in results["faults"].items())
         + f" (total {results['faults_total']})",
         "readiness changes: " + ", ".join(f"{k} {v}" for k, v in results["readiness_changes"].items()),

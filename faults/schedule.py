@@ -50,6 +50,11 @@ class Settings:
     template_change_probability: float = 0.0  # a round also changes one PCS's template (TEMPLATE_CHANGE)
     fault_kinds: tuple[str, ...] = FAULT_KINDS  # what the primaries cycle through (node loss, if present, first)
     etcd_down_seconds: tuple[float, float] = (1.0, 10.0)
+    # Worker processes on the task queue (each leader-elects the watcher); a worker kill hits one of them. With one,
+    # no draw picks it, so single-worker seeds play the rounds they played before there could be more.
+    workers: int = 1
+    # The last worker's wall clock runs this many seconds off (faults/skewed_worker.py): 0 for none.
+    worker_clock_skew_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Step:
     replicas: int = 0  # hpa-scale: the count written to the scale subresource
     pcs: str | None = None  # template-change: which PodCliqueSet
     change: str = ""  # template-change: CHANGE_IMAGE | CHANGE_ENV
+    worker: int = 0  # worker-kill: which worker process (0: the first)
 
     def describe(self) -> str:
         parts = [f"{self.at:5.1f}s {self.action}"]
@@ -73,6 +79,8 @@ class Step:
             parts.append(f"{self.pcs} ({self.change})")
         if self.target:
             parts.append(f"{self.target[0]}/{self.target[1]} → {self.replicas}")
+        if self.action == WORKER_KILL and self.worker:
+            parts.append(f"worker {self.worker + 1}")
         if self.seconds:
             parts.append(f"{self.seconds:.1f}s")
         return " ".join(parts)
@@ -106,7 +114,9 @@ class Planner:
         for kind in kinds:
             at = rng.uniform(1.0, max(1.5, window - 4.0))
             if kind == WORKER_KILL:
-                steps.append(Step(at, kind, seconds=rng.uniform(*s.worker_dead_seconds)))
+                seconds = rng.uniform(*s.worker_dead_seconds)
+                worker = rng.randrange(s.workers) if s.workers > 1 else 0
+                steps.append(Step(at, kind, seconds=seconds, worker=worker))
             elif kind == TEMPORAL_RESTART:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.temporal_down_seconds)))
             elif kind == ETCD_RESTART:

@@ -5,9 +5,12 @@ object) and passing the correct case; round plans are repeatable from a seed and
 from __future__ import annotations
 
 import random
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -335,6 +338,21 @@ def test_etcd_restart_joins_the_cycle_when_asked_for() -> None:
     assert 2.0 <= etcd.seconds <= 3.0
 
 
+def test_with_two_workers_kills_hit_either_and_one_worker_plays_the_rounds_as_before() -> None:
+    def kills(settings: schedule.Settings) -> list[tuple[float, int]]:
+        plans = schedule.Planner(random.Random(11), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"],
+                                 settings=settings)
+        return [(s.at, s.worker) for _ in range(40) for s in plans.plan_round() if s.action == schedule.WORKER_KILL]
+
+    one = kills(schedule.Settings())
+    assert {worker for _, worker in one} == {0}
+    two = kills(schedule.Settings(workers=2))
+    assert {worker for _, worker in two} == {0, 1}
+    assert two[0][0] == one[0][0], "the first kill comes at the same moment: the pick is drawn after it"
+    step = schedule.Step(3.0, schedule.WORKER_KILL, seconds=1.0, worker=1)
+    assert "worker 2" in step.describe()
+
+
 def test_hpa_style_scale_steps_go_up_and_come_back_to_the_template_count_within_the_round() -> None:
     targets = (("PodCliqueScalingGroup", "pcsg-0-prefill", 3), ("PodClique", "avail-0-api", 2))
     plans = schedule.Planner(random.Random(3), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"], scalable=targets)
@@ -372,3 +390,24 @@ def test_an_unknown_fault_kind_is_refused_by_name_before_anything_starts() -> No
     result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["faults", "--fault-kinds", "worker-kill,etcd-outage"])
     assert result.exit_code == 2
     assert "--fault-kinds" in result.stderr and "etcd-outage" in result.stderr and "etcd-restart" in result.stderr
+
+
+def test_the_skewed_worker_launcher_runs_the_cli_with_its_wall_clock_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faults import skewed_worker
+    from worker import cli
+
+    seen: dict[str, object] = {}
+
+    def fake_cli() -> None:
+        seen.update(now=datetime.now(UTC), wall=time.time(), monotonic=time.monotonic(), argv=list(sys.argv))
+
+    monkeypatch.setattr(cli, "main", fake_cli)
+    monkeypatch.setattr(sys, "argv", ["skewed_worker", "-3600", "worker", "--namespace", "n"])
+    before = (datetime.now(UTC), time.monotonic())
+    skewed_worker.main()
+    behind = before[0] - seen["now"]  # type: ignore[operator]
+    assert 3599 < behind.total_seconds() < 3601
+    assert abs(before[0].timestamp() - 3600 - seen["wall"]) < 1  # type: ignore[operator]
+    assert 0 <= seen["monotonic"] - before[1] < 1  # type: ignore[operator]
+    assert seen["argv"] == ["grove-temporal", "worker", "--namespace", "n"]
+    assert abs((datetime.now(UTC) - before[0]).total_seconds()) < 1, "the clock is back once the CLI returns"
