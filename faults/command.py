@@ -35,7 +35,8 @@ def faults(
                                                                       "update under the faults)")] = 0.3,
     fault_kinds: Annotated[str, typer.Option(help="comma-separated fault kinds the rounds cycle through; "
                                                   "default: node-loss, worker-kill, temporal-restart, "
-                                                  "apiserver-outage; also: etcd-restart")] = "",
+                                                  "apiserver-outage; also: etcd-restart, partition-apiserver, "
+                                                  "partition-temporal (root, iptables, cgroup2)")] = "",
     workers: Annotated[int, typer.Option(min=1, max=3, help="worker processes on the task queue (the watcher is "
                                                             "leader-elected among them); a worker kill hits one")] = 1,
     worker_clock_skew: Annotated[float, typer.Option(min=-3600, max=3600, help="the last worker's wall clock runs "
@@ -55,9 +56,13 @@ def faults(
                                  temporal_down_seconds=(0.0, max_temporal_down),
                                  template_change_probability=template_change_probability, workers=workers,
                                  worker_clock_skew_seconds=worker_clock_skew)
-    results = runner.run(runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
-                                        settle_timeout=settle_timeout, out_dir=out,
-                                        log=lambda line: typer.echo(line, err=True)))
+    try:
+        results = runner.run(runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
+                                            settle_timeout=settle_timeout, out_dir=out,
+                                            log=lambda line: typer.echo(line, err=True)))
+    except runner.PartitionsUnavailable as err:
+        raise typer.BadParameter(f"partitions cannot be made on this machine: {err}",
+                                 param_hint="--fault-kinds") from err
     typer.echo(runner.render(results))
     typer.echo(f"wrote {runner.write_results(results, out)}")
     if results["violations"]:

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube, KubeError, Resource
 from faults import schedule
+from faults.partition import Partitions
 from faults.schedule import Step
 from grove.names import KIND_PODCLIQUESCALINGGROUP
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
@@ -54,6 +55,8 @@ class Injector:
     outages: list[dict[str, float | bool | str]] = field(default_factory=list)
     lost_nodes: list[str] = field(default_factory=list)
     template_changes: list[dict[str, str | float]] = field(default_factory=list)
+    partitions: Partitions | None = None  # when partition kinds are on
+    partitioned: list[dict[str, str | float]] = field(default_factory=list)
 
     async def run(self, steps: list[Step], started: float) -> None:
         for step in steps:
@@ -91,10 +94,29 @@ class Injector:
             await asyncio.to_thread(self.stack.stop_component, "etcd")
             await asyncio.sleep(step.seconds)
             await asyncio.to_thread(self.stack.start_component, "etcd")
+        elif step.action in schedule.PARTITIONS:
+            await self.partition(step)
         elif step.action == schedule.APISERVER_OUTAGE:
             await self.apiserver_outage(step)
         elif step.action == schedule.NODE_LOSS:
             await asyncio.to_thread(self.node_loss, step.pick)
+
+    async def partition(self, step: Step) -> None:
+        """Drop one worker's packets to kube-apiserver or Temporal for `step.seconds`; everything else stays up."""
+        assert self.partitions is not None, "partitions were not prepared for this run"
+        worker = self.workers[step.worker]
+        if step.action == schedule.PARTITION_APISERVER:
+            assert self.stack.apiserver is not None
+            port = self.stack.apiserver.port
+        else:
+            port = int(self.stack.temporal_address.rsplit(":", 1)[1])
+        await asyncio.to_thread(self.partitions.drop, worker.name, port)
+        try:
+            await asyncio.sleep(step.seconds)
+        finally:
+            await asyncio.to_thread(self.partitions.heal, worker.name, port)
+        self.partitioned.append({"worker": worker.name, "from": step.action.removeprefix("partition-"),
+                                 "seconds": round(step.seconds, 1)})
 
     async def scale(self, step: Step) -> None:
         """Write the scale subresource as an HPA does, retried through kube-apiserver outages (up to 90 s): the

@@ -55,6 +55,7 @@ from faults import invariants, rollout_invariants, schedule
 from faults.history import HistoryReader, WorkflowDigest
 from faults.injector import NODES, PROTECTED_NODE, RUNNER_FIELD_MANAGER, Injector, worker_argv
 from faults.invariants import Findings, LiveObjects, ReplicaKey, Violation
+from faults.partition import Partitions
 from faults.recorder import Recorder
 from faults.workload import FOREIGN_MARK, Workload, foreign_objects
 from localstack.processes import ManagedProcess
@@ -83,6 +84,10 @@ class Options:
     missing_grace: float = 30.0  # beyond 2 x delay, how long a known breach may stay before it counts as missing
     out_dir: Path = REPO / "fault-results"
     log: Callable[[str], None] = print
+
+
+class PartitionsUnavailable(RuntimeError):
+    """A partition fault kind was asked for where this machine cannot make partitions."""
 
 
 @dataclass
@@ -123,6 +128,7 @@ class FaultRun:
         began = time.monotonic()
         # Our own clients retry every request during the outages we cause; their warnings would drown the report.
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+        partitions = self._partitions()  # refused before anything starts where none can be made
         run_dir = rundirs.new_run_dir()
         stack = LocalStack(StackOptions(nodes=3, run_dir=run_dir, temporal_db_file=run_dir / "temporal-db" / "db",
                                         headless_ui=True), log=self.log)
@@ -146,13 +152,16 @@ class FaultRun:
             for number in range(1, count + 1):
                 name = "worker" if number == 1 else f"worker-{number}"
                 skew = self.options.settings.worker_clock_skew_seconds if number == count else 0.0
-                self.workers.append(stack.spawn(name, worker_argv(stack.kubeconfig, stack.temporal_address,
-                                                                  self.namespace, self.task_queue, skew)))
+                argv = worker_argv(stack.kubeconfig, stack.temporal_address, self.namespace, self.task_queue, skew)
+                if partitions is not None:
+                    argv = partitions.wrap(name, argv)
+                self.workers.append(stack.spawn(name, argv))
             recorder = Recorder(lambda: Kube(stack.kube_client()), self.namespace).start()
             self.recorder = recorder
             await self._create_workload()
             poller = asyncio.create_task(self._poll_statuses())
-            injector = Injector(stack, self.kube, self.namespace, self.workers, self._deadline_pending, self.log)
+            injector = Injector(stack, self.kube, self.namespace, self.workers, self._deadline_pending, self.log,
+                                partitions=partitions)
             self.injector = injector
             self.breakable = self._breakable_pods()
             planner = schedule.Planner(self.rng, self.breakable, self._pods_of("slow"), self.options.settings,
@@ -175,6 +184,8 @@ class FaultRun:
                     await poller
             for worker in self.workers:
                 worker.stop(20)
+            if partitions is not None:
+                partitions.cleanup()
             if recorder is not None:
                 recorder.stop()
             stack.stop()
@@ -454,6 +465,20 @@ class FaultRun:
                                                                       body["metadata"]["name"])
         return now
 
+    def _partitions(self) -> Partitions | None:
+        """This run's worker cgroups, when a partition kind is on; refused up front where none can be made."""
+        if not set(schedule.PARTITIONS) & set(self.options.settings.fault_kinds):
+            return None
+        try:
+            partitions = Partitions()
+        except RuntimeError as err:
+            raise PartitionsUnavailable(str(err)) from err
+        reason = partitions.unavailable()
+        if reason is not None:
+            partitions.cleanup()
+            raise PartitionsUnavailable(reason)
+        return partitions
+
     async def _revive_components(self, stack: LocalStack, index: int) -> None:
         """A stack component that exited although no fault stopped it (seen: kube-scheduler exiting with status 1,
         nothing logged, after repeated kube-apiserver outages) is the test bed failing, not the product: note it
@@ -526,6 +551,7 @@ class FaultRun:
             "template_changes": self.injector.template_changes,
             "apiserver_outages": self.injector.outages,
             "lost_nodes": self.injector.lost_nodes,
+            "partitions": self.injector.partitioned,
             "stack_component_exits": self.component_exits,
             "terminations_checked": counts.get("terminations_checked", 0),
             "counts": dict(sorted(counts.items())),
@@ -579,6 +605,8 @@ def render(results: dict[str, Any]) -> str:
         "template changes (rolling updates): " + (", ".join(f"{c['pcs']} {c['change']}"
                                                               for c in results.get("template_changes", []))
                                                     or "none"),
+        "partitions (packets dropped): " + (", ".join(f"{p['worker']} from {p['from']} {p['seconds']}s"
+                                                      for p in results.get("partitions", [])) or "none"),
         f"apiserver outages with a deadline pending: "
         f"{sum(1 for o in results['apiserver_outages'] if o['deadline_pending'])}/{len(results['apiserver_outages'])}",
         f"terminations checked: {results['terminations_checked']} "

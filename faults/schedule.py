@@ -19,7 +19,11 @@ NODE_LOSS = "node-loss"
 FAULT_KINDS = (NODE_LOSS, WORKER_KILL, TEMPORAL_RESTART, APISERVER_OUTAGE)
 # Opt-in kinds (`--fault-kinds`): left out of the default so that a seed plays the rounds it played before they existed.
 ETCD_RESTART = "etcd-restart"  # etcd stopped (SIGTERM) and started on the same data: kube-apiserver stays up
-OPTIONAL_FAULT_KINDS = (ETCD_RESTART,)
+# One worker's packets to kube-apiserver / to Temporal dropped for a while (faults/partition.py), the rest reachable.
+PARTITION_APISERVER = "partition-apiserver"
+PARTITION_TEMPORAL = "partition-temporal"
+PARTITIONS = (PARTITION_APISERVER, PARTITION_TEMPORAL)
+OPTIONAL_FAULT_KINDS = (ETCD_RESTART, *PARTITIONS)
 ALL_FAULT_KINDS = (*FAULT_KINDS, *OPTIONAL_FAULT_KINDS)
 
 BREAK = "break"
@@ -55,6 +59,8 @@ class Settings:
     workers: int = 1
     # The last worker's wall clock runs this many seconds off (faults/skewed_worker.py): 0 for none.
     worker_clock_skew_seconds: float = 0.0
+    # past the 30 s the worker's Kubernetes client waits for an answer, so some requests hang until their timeout
+    partition_seconds: tuple[float, float] = (5.0, 40.0)
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class Step:
     replicas: int = 0  # hpa-scale: the count written to the scale subresource
     pcs: str | None = None  # template-change: which PodCliqueSet
     change: str = ""  # template-change: CHANGE_IMAGE | CHANGE_ENV
-    worker: int = 0  # worker-kill: which worker process (0: the first)
+    worker: int = 0  # worker-kill, partition-*: which worker process (0: the first)
 
     def describe(self) -> str:
         parts = [f"{self.at:5.1f}s {self.action}"]
@@ -79,7 +85,7 @@ class Step:
             parts.append(f"{self.pcs} ({self.change})")
         if self.target:
             parts.append(f"{self.target[0]}/{self.target[1]} → {self.replicas}")
-        if self.action == WORKER_KILL and self.worker:
+        if self.action in (WORKER_KILL, *PARTITIONS) and self.worker:
             parts.append(f"worker {self.worker + 1}")
         if self.seconds:
             parts.append(f"{self.seconds:.1f}s")
@@ -119,6 +125,10 @@ class Planner:
                 steps.append(Step(at, kind, seconds=seconds, worker=worker))
             elif kind == TEMPORAL_RESTART:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.temporal_down_seconds)))
+            elif kind in PARTITIONS:
+                seconds = rng.uniform(*s.partition_seconds)
+                worker = rng.randrange(s.workers) if s.workers > 1 else 0
+                steps.append(Step(at, kind, seconds=seconds, worker=worker))
             elif kind == ETCD_RESTART:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.etcd_down_seconds)))
             elif kind == APISERVER_OUTAGE:

@@ -353,6 +353,17 @@ def test_with_two_workers_kills_hit_either_and_one_worker_plays_the_rounds_as_be
     assert "worker 2" in step.describe()
 
 
+def test_partitions_join_the_cycle_when_asked_for_and_hit_either_worker() -> None:
+    settings = schedule.Settings(fault_kinds=schedule.ALL_FAULT_KINDS, workers=2, partition_seconds=(5.0, 6.0),
+                                 extra_fault_probability=0.0)
+    plans = schedule.Planner(random.Random(5), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"], settings=settings)
+    steps = [s for _ in range(4 * len(schedule.ALL_FAULT_KINDS)) for s in plans.plan_round()
+             if s.action in schedule.PARTITIONS]
+    assert {s.action for s in steps} == set(schedule.PARTITIONS)
+    assert {s.worker for s in steps} == {0, 1}
+    assert all(5.0 <= s.seconds <= 6.0 for s in steps)
+
+
 def test_hpa_style_scale_steps_go_up_and_come_back_to_the_template_count_within_the_round() -> None:
     targets = (("PodCliqueScalingGroup", "pcsg-0-prefill", 3), ("PodClique", "avail-0-api", 2))
     plans = schedule.Planner(random.Random(3), {"avail": ["avail-0-api-0"]}, ["slow-0-api-0"], scalable=targets)
