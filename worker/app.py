@@ -255,7 +255,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity)
             background.append(asyncio.create_task(elector.run(
-                lambda: _lead(watcher, client, settings.watch_namespace), stop)))
+                lambda: _lead(watcher, client, settings.watch_namespace), stop, unfit=watcher.unfit)))
         # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
         doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
                               leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))

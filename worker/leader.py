@@ -160,9 +160,19 @@ class LeaseElector:
             log.warning("leader election: lease %s/%s: %s", self.namespace, self.name, exc)
             return False
 
-    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]], stop: asyncio.Event) -> None:
-        """Campaign until `stop`; while leading, run `lead()`; cancel it as soon as leadership is lost."""
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]], stop: asyncio.Event,
+                  unfit: Callable[[], str | None] = lambda: None) -> None:
+        """Campaign until `stop`; while leading, run `lead()`; cancel it as soon as leadership is lost.
+
+        `unfit` is asked at each renewal: a reason makes this worker step down (hand the Lease back at once, then
+        sit out one lease duration so that another worker takes it). A leader that reaches kube-apiserver but not
+        Temporal would otherwise keep the Lease while none of its nudges arrive."""
+        sit_out = 0.0
         while not stop.is_set():
+            if sit_out:
+                await _sleep_or_stop(stop, sit_out)
+                sit_out = 0.0
+                continue
             if not await self._attempt():
                 await _sleep_or_stop(stop, self.retry_every)
                 continue
@@ -175,6 +185,12 @@ class LeaseElector:
                     await _sleep_or_stop(stop, self.renew_every, task)
                     if stop.is_set() or task.done():
                         break
+                    reason = unfit()
+                    if reason is not None:
+                        log.warning("leader election: %s steps down from %s/%s for %ss: %s", self.identity,
+                                    self.namespace, self.name, self.lease_seconds, reason)
+                        sit_out = float(self.lease_seconds)
+                        break
                     if await self._attempt():
                         last_renewed = time.monotonic()
                     elif time.monotonic() - last_renewed >= self.lease_seconds * 2 / 3:
@@ -184,7 +200,7 @@ class LeaseElector:
                 self.is_leader = False
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-            if stop.is_set():
+            if stop.is_set() or sit_out:
                 try:
                     await asyncio.to_thread(self._release)
                 except KubeError as exc:

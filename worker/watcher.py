@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -125,6 +126,7 @@ class Nudger:
         self._in_flight: set[str] = set()
         self._wake = asyncio.Event()
         self.on_missing: Callable[[str], None] = lambda workflow_id: None
+        self.failing_since: float | None = None  # monotonic: the first failed send since the last one that worked
 
     def request(self, workflow_id: str, versions: Versions | None = None) -> None:
         """Nudge `workflow_id` for watch events at `versions` (None: an event without one, judged by the clock)."""
@@ -156,12 +158,19 @@ class Nudger:
                         await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL,
                                                                                   Nudge(sent_at=self.clock()))
                 NUDGES.labels("sent").inc()
+                self.failing_since = None
+            except asyncio.CancelledError:  # this term ends (the Lease lost or handed back): a later one sends it
+                self.request(workflow_id, versions)
+                raise
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
                     NUDGES.labels("workflow-missing").inc()
+                    self.failing_since = None
                     self.on_missing(workflow_id)
                     return
                 NUDGES.labels("failed").inc()
+                if self.failing_since is None:
+                    self.failing_since = time.monotonic()
                 log.warning("nudge %s failed, retrying in %.0fs: %s", workflow_id, self.retry_seconds, exc)
                 self.request(workflow_id, versions)  # still in flight meanwhile: new events coalesce into this retry
                 await asyncio.sleep(self.retry_seconds)
@@ -203,6 +212,7 @@ class Watcher:
         """Run until cancelled. Runs again after that: the elector starts it each time this worker gains the lease
         (after losing it, e.g. to a kube-apiserver outage longer than two thirds of the lease)."""
         loop = asyncio.get_running_loop()
+        self.nudger.failing_since = None  # a new term is judged on its own sends
         # A fresh stop event per run: threads of an earlier run (maybe still blocked in a watch) keep theirs, set,
         # and end; these start unstopped. Sharing one left set by the last run would end every new thread at once.
         watches: list[ListWatch] = []
@@ -240,6 +250,14 @@ class Watcher:
             on_error=retrying, keep=_slim, resync_seconds=self.resync_seconds,
             watch_timeout_seconds=self.watch_timeout_seconds,
         )
+
+    def unfit(self, after_seconds: float = 5.0) -> str | None:
+        """Why this watcher should not lead: its nudges have been failing (each after the client's ~11 s of
+        retries) for `after_seconds` more. The elector then hands the Lease to a worker that may reach Temporal."""
+        since = self.nudger.failing_since
+        if since is None or time.monotonic() - since < after_seconds:
+            return None
+        return f"no nudge has reached Temporal for {time.monotonic() - since:.0f}s (plus the client's retries)"
 
     # --- event handling (event loop thread) -----------------------------------------------------------------
     def _on_sync(self, feed: _Feed, items: list[JSON]) -> None:

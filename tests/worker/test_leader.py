@@ -1,12 +1,15 @@
 """Leader election's shortcut for a worker restarted on the same machine: a Lease whose holder was a process on this
-host, in this PID namespace, that no longer exists is taken at once; any doubt waits the lease out."""
+host, in this PID namespace, that no longer exists is taken at once; any doubt waits the lease out. And a leader that
+is unfit to lead (its nudges fail) hands the Lease over at once."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -66,3 +69,44 @@ def test_a_restarted_worker_takes_a_dead_local_holders_lease_at_once_and_waits_f
     client.delete(LEASES, namespace, "watcher")
     _lease(client, namespace, f"{HOST}-{_dead_pid()}", None)  # an older worker that did not record its namespace
     assert not LeaseElector(client, namespace=namespace, name="watcher", identity=me)._try_acquire_or_renew()
+
+
+async def test_a_leader_that_becomes_unfit_hands_the_lease_to_another_worker_at_once(
+        kube: ApiClient, namespace: str) -> None:
+    """The leader's nudges stop reaching Temporal (`unfit` says so): it steps down and releases the Lease, and the
+    other worker takes it at its next attempt, well before the lease would have run out."""
+    client = Kube(kube)
+    first = LeaseElector(client, namespace=namespace, name="watcher", identity="first", lease_seconds=6,
+                         renew_every=0.2, retry_every=0.2)
+    second = LeaseElector(client, namespace=namespace, name="watcher", identity="second", lease_seconds=6,
+                          renew_every=0.2, retry_every=0.2)
+    reason: list[str] = []
+    terms: list[str] = []
+
+    async def lead(name: str) -> None:
+        terms.append(name)
+        await asyncio.Event().wait()
+
+    stop = asyncio.Event()
+    running = [asyncio.create_task(first.run(lambda: lead("first"), stop, unfit=lambda: reason[0] if reason else None))]
+    try:
+        for _ in range(50):
+            if first.is_leader:
+                break
+            await asyncio.sleep(0.1)
+        assert first.is_leader
+        running.append(asyncio.create_task(second.run(lambda: lead("second"), stop)))
+        await asyncio.sleep(1.0)
+        assert first.is_leader and not second.is_leader, "a fit leader keeps the Lease"
+        reason.append("no nudge has reached Temporal for 5s")
+        handed = time.monotonic()
+        while not second.is_leader:
+            assert time.monotonic() - handed < 3, "the other worker took the Lease long before it could expire"
+            await asyncio.sleep(0.05)
+        assert not first.is_leader
+        await asyncio.sleep(1.0)
+        assert second.is_leader and not first.is_leader, "the one that stepped down sits out"
+        assert terms == ["first", "second"]
+    finally:
+        stop.set()
+        await asyncio.gather(*running, return_exceptions=True)

@@ -79,6 +79,7 @@ async def test_a_nudge_that_fails_while_temporal_is_down_arrives_once_it_is_back
                 await asyncio.to_thread(server.stop)
                 nudger.request("replica")  # e.g. a pod turned NotReady while Temporal was restarting
                 await asyncio.sleep(TEMPORAL_DOWN_S)
+                assert nudger.failing_since is not None, "the failed send is on record (the elector asks)"
                 await asyncio.to_thread(server.start)
                 await asyncio.to_thread(server.wait_ready)
                 deadline = time.monotonic() + 30
@@ -87,6 +88,7 @@ async def test_a_nudge_that_fails_while_temporal_is_down_arrives_once_it_is_back
                     nudges = await handle.query(NudgeCountWorkflow.nudges)
                     await asyncio.sleep(0.5)
                 assert nudges == 1, "the nudge was dropped: the workflow never heard of the change"
+                assert nudger.failing_since is None, "a send that worked clears the record"
             finally:
                 sending.cancel()
                 await asyncio.gather(sending, return_exceptions=True)
