@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -99,6 +99,11 @@ class _Feed:
 
 Versions = dict[str, int]  # kind -> resourceVersion of the newest watch event a nudge stands for
 
+# A signal's deadline. Without one a call sent into a connection whose packets are being dropped was seen to hang for
+# three minutes after the partition had ended (fault smoke, a worker cut off from Temporal for 9 s), holding that
+# replica's nudges back the whole time; with one it fails, is kept, and is sent again.
+RPC_TIMEOUT = timedelta(seconds=10)
+
 
 def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
     """One nudge standing for both: None (no versions: judged by the clock) if either has none."""
@@ -116,8 +121,10 @@ class Nudger:
     the workflow tells whether its last read saw them without comparing this process's clock with another's."""
 
     def __init__(self, client: Client, *, concurrency: int = 64, coalesce_seconds: float = 0.005,
-                 retry_seconds: float = 2.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 retry_seconds: float = 2.0, rpc_timeout: timedelta = RPC_TIMEOUT,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.client = client
+        self.rpc_timeout = rpc_timeout
         self.coalesce_seconds = coalesce_seconds
         self.retry_seconds = retry_seconds
         self.clock = clock
@@ -155,8 +162,8 @@ class Nudger:
                 async with self._semaphore:
                     # Stamped at each attempt: a round that began after this moment has seen the change.
                     with sending(versions):
-                        await self.client.get_workflow_handle(workflow_id).signal(NUDGE_SIGNAL,
-                                                                                  Nudge(sent_at=self.clock()))
+                        await self.client.get_workflow_handle(workflow_id).signal(
+                            NUDGE_SIGNAL, Nudge(sent_at=self.clock()), rpc_timeout=self.rpc_timeout)
                 NUDGES.labels("sent").inc()
                 self.failing_since = None
             except asyncio.CancelledError:  # this term ends (the Lease lost or handed back): a later one sends it
@@ -329,7 +336,7 @@ class Watcher:
             if not batch:
                 continue
             try:
-                await handle.signal(PCS_CHANGED_SIGNAL, [list(k) for k in batch])
+                await handle.signal(PCS_CHANGED_SIGNAL, [list(k) for k in batch], rpc_timeout=RPC_TIMEOUT)
             except RPCError as exc:
                 log.warning("reconciler signal failed (%s); it will catch up on its next full pass", exc)
 

@@ -4,7 +4,8 @@ Its own local stack (Temporal on a SQLite file, so it can be restarted), a worke
 four rounds with a fixed seed bring every kind of fault (lost node first, then worker SIGKILL, Temporal restart and
 a kube-apiserver outage with a deadline pending, in the seed's order), and every round changes one PCS's template
 (image or env var), so a rolling update runs under that round's fault. Every invariant is checked after each round
-from the real objects and the workflow histories; none may be violated.
+from the real objects and the workflow histories; none may be violated. A second run widens the chaos: two workers
+(one with its clock off), etcd restarts and network partitions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.stack  # starts real stack components of its own
 
 SEED = 7
 ROUNDS = 4
+WIDE_SEED = 4  # partitions of either worker, the leader cut off from Temporal for 34 s, a kill of the leader
 
 
 async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
@@ -43,3 +45,37 @@ async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
     assert len(results["template_changes"]) == ROUNDS, results["template_changes"]
     assert results["counts"]["rollout_pod_deletions_checked"] > 0
     assert results["counts"]["rollouts_checked_complete"] > 0
+
+
+async def test_wider_chaos_two_workers_one_skewed_partitions_and_etcd_violate_no_invariant(tmp_path: Path) -> None:
+    """Two workers on the task queue, the second one's wall clock 30 s behind; three rounds whose primaries are an
+    etcd restart and partitions of one worker from kube-apiserver and from Temporal (packets dropped); worker kills
+    join some rounds and may hit either worker."""
+    from faults.partition import Partitions
+
+    try:
+        probe = Partitions()
+        reason = probe.unavailable()
+        probe.cleanup()
+    except RuntimeError as err:
+        reason = str(err)
+    if reason is not None:
+        pytest.skip(f"partitions cannot be made on this machine: {reason}")
+    kinds = (schedule.ETCD_RESTART, *schedule.PARTITIONS, schedule.WORKER_KILL)
+    settings = schedule.Settings(round_seconds=12.0, worker_dead_seconds=(0.5, 2.0), etcd_down_seconds=(1.0, 4.0),
+                                 partition_seconds=(8.0, 35.0), extra_fault_probability=0.3, scale_probability=0.5,
+                                 template_change_probability=0.5, fault_kinds=kinds, workers=2,
+                                 worker_clock_skew_seconds=-30.0)
+    options = runner.Options(seed=WIDE_SEED, rounds=len(kinds), replicas=1, settings=settings, settle_timeout=150.0,
+                             out_dir=tmp_path)
+    results = await runner.FaultRun(options).run()
+    print("\n" + runner.render(results))
+    runner.write_results(results, tmp_path)
+
+    assert results["violations"] == 0, results["violation_details"]
+    assert set(schedule.PARTITIONS) | {schedule.ETCD_RESTART} <= set(results["faults"]), results["faults"]
+    assert {p["from"] for p in results["partitions"]} == {"apiserver", "temporal"}
+    assert results["workers"] == 2 and results["worker_clock_skew_seconds"] == -30.0
+    assert results["terminations_checked"] > 0
+    assert results["counts"]["histories_replayed"] > 0
+    assert all(r["settled"] for r in results["round_reports"]), results["round_reports"]
