@@ -8,6 +8,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,3 +132,79 @@ async def test_nudges_carry_the_resource_versions_of_their_events_through_tempor
             await asyncio.gather(sending, return_exceptions=True)
         assert received == [{"Pod": 12, "PodClique": 3}, None]
         await handle.terminate()
+
+
+class HeldProxy:
+    """A TCP forwarder to Temporal whose forwarding can be held: bytes wait in both directions, as behind a link that
+    drops packets (TCP would retransmit them once it heals), and flow again when released."""
+
+    def __init__(self, target: str) -> None:
+        self.host, port = target.rsplit(":", 1)
+        self.port = int(port)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            while data := await source.read(65536):
+                await self.flowing.wait()
+                sink.write(data)
+                await sink.drain()
+            sink.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer), return_exceptions=True)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arrives_once_it_flows(
+        stack: LocalStack) -> None:
+    """A signal with no deadline waits as long as the link holds its packets; the Nudger's deadline makes it fail,
+    puts the failure on record (the elector may hand the Lease over) and sends it again until it arrives."""
+    direct = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter,
+                                  interceptors=client_interceptors())  # the worker's side reads the header
+    proxy = HeldProxy(stack.temporal_address)
+    through = await Client.connect(await proxy.start(), data_converter=pydantic_data_converter,
+                                   interceptors=client_interceptors())
+    queue = f"held-{uuid.uuid4().hex[:6]}"
+    try:
+        async with Worker(direct, task_queue=queue, workflows=[NudgeVersionsWorkflow]):
+            handle = await direct.start_workflow(NudgeVersionsWorkflow.run, id=f"replica-{queue}", task_queue=queue)
+            nudger = Nudger(through, rpc_timeout=timedelta(seconds=2), retry_seconds=0.5)
+            sending = asyncio.create_task(nudger.run())
+            try:
+                proxy.flowing.clear()
+                held = time.monotonic()
+                nudger.request(handle.id, {"Pod": 7})
+                await _until(lambda: nudger.failing_since is not None, "the held nudge to fail at its deadline")
+                assert time.monotonic() - held < 6
+                assert await handle.query(NudgeVersionsWorkflow.received) == []
+                proxy.flowing.set()
+                received: list[dict[str, int] | None] = []
+
+                async def arrived() -> bool:
+                    received[:] = await handle.query(NudgeVersionsWorkflow.received)
+                    return bool(received)
+
+                deadline = time.monotonic() + 20
+                while not await arrived():
+                    assert time.monotonic() < deadline, "the nudge never arrived once the link flowed"
+                    await asyncio.sleep(0.2)
+                await _until(lambda: nudger.failing_since is None, "a send that worked to clear the record")
+                assert set(map(str, received)) == {str({"Pod": 7})}, received  # sent again, maybe twice: harmless
+            finally:
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
+                proxy.flowing.set()
+            await handle.terminate()
+    finally:
+        proxy.close()
