@@ -471,6 +471,7 @@ class ListWatch:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff = backoff
         self.relists = 0  # lists after the first
+        self.listing = False  # on_event is being called for the items of a LIST (not for a watch event)
         self._known: dict[str, tuple[str, JSON]] = {}  # uid -> (resourceVersion, kept object)
         self._stop = threading.Event()
         self._stream: Any = None
@@ -522,12 +523,16 @@ class ListWatch:
             if uid not in listed:
                 del self._known[uid]
                 self.on_event("DELETED", kept, relisted)
-        for uid, obj in listed.items():
-            version = obj["metadata"].get("resourceVersion", "")
-            before = self._known.get(uid)
-            if before is None or before[0] != version:
-                self._known[uid] = (version, self.keep(obj))
-                self.on_event("ADDED" if before is None else "MODIFIED", obj, relisted)
+        self.listing = True
+        try:
+            for uid, obj in listed.items():
+                version = obj["metadata"].get("resourceVersion", "")
+                before = self._known.get(uid)
+                if before is None or before[0] != version:
+                    self._known[uid] = (version, self.keep(obj))
+                    self.on_event("ADDED" if before is None else "MODIFIED", obj, relisted)
+        finally:
+            self.listing = False
         if self.on_synced is not None:
             self.on_synced(items)
         return str(listing["metadata"]["resourceVersion"])

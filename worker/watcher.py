@@ -249,14 +249,19 @@ class Watcher:
             else:  # a watcher thread must never die silently
                 log.error("watch %s failed; retrying in %.0fs", feed.resource.plural, delay, exc_info=error)
 
-        return ListWatch(
+        # Read in the ListWatch's own thread, at the call: whether the event is an item of a LIST.
+        made: list[ListWatch] = []
+        watch = ListWatch(
             self.kube, feed.resource, self.namespace,
-            lambda kind, obj, _relisted: loop.call_soon_threadsafe(self._on_event, feed, kind, obj),
+            lambda kind, obj, _relisted: loop.call_soon_threadsafe(self._on_event, feed, kind, obj,
+                                                                   made[0].listing),
             label_selector=feed.label_selector,
             on_synced=lambda items: loop.call_soon_threadsafe(self._on_sync, feed, items),
             on_error=retrying, keep=_slim, resync_seconds=self.resync_seconds,
             watch_timeout_seconds=self.watch_timeout_seconds,
         )
+        made.append(watch)
+        return watch
 
     def unfit(self, after_seconds: float = 5.0) -> str | None:
         """Why this watcher should not lead: its nudges have been failing (each after the client's ~11 s of
@@ -277,7 +282,7 @@ class Watcher:
                 self._on_event(feed, "DELETED", last)  # `_slim` keeps no resourceVersion: judged by the clock
         feed.synced.set()
 
-    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON) -> None:
+    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON, listed: bool = False) -> None:
         key = _key(obj)
         previous = feed.known.get(key)
         if kind == "DELETED":
@@ -290,7 +295,11 @@ class Watcher:
         WATCH_EVENTS.labels(feed.resource.plural, str(relevant).lower()).inc()
         if not relevant:
             return
-        versions = _versions_of(feed.resource, obj)
+        # An item of a (re)list is relevant against what this process remembered from an earlier term, not because
+        # it just changed: a change made and undone meanwhile (scaled 2 -> 4 -> 2 while another worker led) leaves
+        # only old resourceVersions behind, which the workflow's last read already covers. Such nudges go by the
+        # clock, as before versions existed (fault run seed 42, round 3: surplus pods left for minutes).
+        versions = None if listed else _versions_of(feed.resource, obj)
         if feed is self.pcs_feed:
             self._pcs_changed(key, obj, previous[1] if previous else None, versions)
         else:
