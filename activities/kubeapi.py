@@ -398,6 +398,13 @@ def uid_of(obj: JSON) -> str:
     return str(obj.get("metadata", {}).get("uid", ""))
 
 
+def resource_version(obj: JSON) -> int | None:
+    """An object's (or a LIST's) resourceVersion as an integer: versions of one kind compare as integers since
+    Kubernetes 1.35 (KEP-5504). None where it is missing or not an integer (another apiserver)."""
+    version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(version) if version.isdigit() else None
+
+
 def terminating(obj: JSON) -> bool:
     return bool(obj.get("metadata", {}).get("deletionTimestamp"))
 

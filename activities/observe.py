@@ -26,6 +26,7 @@ from activities.kubeapi import (
     pod_gated,
     pod_ready,
     pod_scheduled,
+    resource_version,
     terminating,
     uid_of,
 )
@@ -113,9 +114,9 @@ def _read_versions(reads: list[tuple[Resource, JSON]]) -> dict[str, int]:
     kind then falls back to the clock."""
     versions: dict[str, int] = {}
     for resource, read in reads:
-        version = str((read.get("metadata") or {}).get("resourceVersion") or "")
-        if version.isdigit():
-            versions[resource.kind] = int(version)
+        version = resource_version(read)
+        if version is not None:
+            versions[resource.kind] = version
     return versions
 
 

@@ -111,6 +111,10 @@ class Planner:
             self._cycle = [NODE_LOSS, *rest] if NODE_LOSS in kinds else rest
         return self._cycle.pop(0)
 
+    def _pick_worker(self) -> int:
+        """Which worker a kill or partition hits; drawn only when there is a choice, so single-worker seeds replay."""
+        return self.rng.randrange(self.settings.workers) if self.settings.workers > 1 else 0
+
     def plan_round(self) -> list[Step]:
         s, rng = self.settings, self.rng
         window = s.round_seconds
@@ -121,14 +125,12 @@ class Planner:
             at = rng.uniform(1.0, max(1.5, window - 4.0))
             if kind == WORKER_KILL:
                 seconds = rng.uniform(*s.worker_dead_seconds)
-                worker = rng.randrange(s.workers) if s.workers > 1 else 0
-                steps.append(Step(at, kind, seconds=seconds, worker=worker))
+                steps.append(Step(at, kind, seconds=seconds, worker=self._pick_worker()))
             elif kind == TEMPORAL_RESTART:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.temporal_down_seconds)))
             elif kind in PARTITIONS:
                 seconds = rng.uniform(*s.partition_seconds)
-                worker = rng.randrange(s.workers) if s.workers > 1 else 0
-                steps.append(Step(at, kind, seconds=seconds, worker=worker))
+                steps.append(Step(at, kind, seconds=seconds, worker=self._pick_worker()))
             elif kind == ETCD_RESTART:
                 steps.append(Step(at, kind, seconds=rng.uniform(*s.etcd_down_seconds)))
             elif kind == APISERVER_OUTAGE:

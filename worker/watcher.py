@@ -32,6 +32,7 @@ from activities.kubeapi import (
     KubeError,
     ListWatch,
     Resource,
+    resource_version,
 )
 from activities.metrics import NUDGES, WATCH_EVENTS
 from grove import names
@@ -352,8 +353,8 @@ class Watcher:
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:
     """The event's resourceVersion under its kind; None where it has none that is an integer."""
-    version = str(obj.get("metadata", {}).get("resourceVersion") or "")
-    return {resource.kind: int(version)} if version.isdigit() else None
+    version = resource_version(obj)
+    return None if version is None else {resource.kind: version}
 
 
 def _key(obj: JSON) -> ObjectKey:
