@@ -405,6 +405,17 @@ def resource_version(obj: JSON) -> int | None:
     return int(version) if version.isdigit() else None
 
 
+def slim(obj: JSON) -> JSON:
+    """What a follower keeps of an object: enough to map a later DELETED (or one that vanished between two lists) to
+    its PodCliqueSet replica."""
+    meta = obj.get("metadata", {})
+    return {
+        "metadata": {"namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid"),
+                     "labels": meta.get("labels") or {}},
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas")},
+    }
+
+
 def terminating(obj: JSON) -> bool:
     return bool(obj.get("metadata", {}).get("deletionTimestamp"))
 
@@ -479,6 +490,9 @@ class ListWatch:
         self.backoff = backoff
         self.relists = 0  # lists after the first
         self.listing = False  # on_event is being called for the items of a LIST (not for a watch event)
+        # The resourceVersion every change up to which has been handed to on_event (a LIST's own, then each watch
+        # event's and bookmark's); None before the first list. Read from other threads: a str swap is atomic.
+        self.resource_version: str | None = None
         self._known: dict[str, tuple[str, JSON]] = {}  # uid -> (resourceVersion, kept object)
         self._stop = threading.Event()
         self._stream: Any = None
@@ -540,9 +554,11 @@ class ListWatch:
                     self.on_event("ADDED" if before is None else "MODIFIED", obj, relisted)
         finally:
             self.listing = False
+        version = str(listing["metadata"]["resourceVersion"])
+        self.resource_version = version
         if self.on_synced is not None:
             self.on_synced(items)
-        return str(listing["metadata"]["resourceVersion"])
+        return version
 
     def _watch(self, version: str) -> None:
         """Watch until a resync is due (return: relist) or the stream fails (raise); a timeout just re-watches."""
@@ -566,6 +582,7 @@ class ListWatch:
                     raise KubeError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"), obj)
                 version = obj.get("metadata", {}).get("resourceVersion", version)
                 if kind == "BOOKMARK":
+                    self.resource_version = version
                     continue
                 uid = obj.get("metadata", {}).get("uid", "")
                 if kind == "DELETED":
@@ -573,6 +590,7 @@ class ListWatch:
                 else:
                     self._known[uid] = (version, self.keep(obj))
                 self.on_event(str(kind), obj, False)
+                self.resource_version = version
 
     def _opened(self, stream: Any) -> None:
         self._stream = stream

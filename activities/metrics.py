@@ -45,6 +45,12 @@ WATCH_EVENTS = Counter(
     "Kubernetes watch events received by the watcher",
     ["resource", "relevant"],
 )
+CACHED_READS = Counter(
+    "grove_temporal_observe_reads",
+    "Routine replica observations, by where they were read from (the watch cache, or the apiserver where the cache "
+    "could not serve them)",
+    ["source"],  # cache | apiserver
+)
 STUCK_WORKFLOWS = Gauge(
     "grove_temporal_stuck_workflows",
     "Running replica workflows whose workflow task keeps failing (grove-temporal doctor); the leading worker reports "

@@ -30,6 +30,7 @@ from activities.kubeapi import (
     terminating,
     uid_of,
 )
+from activities.watch_cache import NotFresh, WatchCache
 from grove import names, ownership
 from grove.controllers import other_controller_problem
 from grove.models import PodCliqueSet
@@ -104,6 +105,25 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Tru
     view.pclqs, view.pods, view.gangs = (by_name(items) for items in listed[:3])
     if with_scaling_groups:
         view.pcsgs = by_name(listed[3])
+    return view
+
+
+def read_replica_cached(cache: WatchCache, ref: ReplicaRef, at_least: dict[str, int] | None = None) -> ClusterView:
+    """The same view as read_replica, from the worker's watch cache (activities/watch_cache.py), once the cache has
+    reached `at_least`. NotFresh where the cache cannot serve it, and wherever the answer would end or replace the
+    replica (its PodCliqueSet absent, replaced or being deleted): the caller then reads the apiserver, so that a
+    cache that has not heard of a new PodCliqueSet yet never completes a workflow."""
+    pcs, items, versions, read_from = cache.replica(ref.namespace, ref.pcs, ref.replica, at_least=at_least)
+    if pcs is None or uid_of(pcs) != ref.pcs_uid or terminating(pcs):
+        raise NotFresh("the PodCliqueSet is not there as this replica's in the cache")
+    view = ClusterView(pcs=pcs, read_from=read_from, versions=versions)
+    if len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
+        return view
+    for kind, objects in items.items():
+        view.foreign += [(kind, name_of(obj)) for obj in objects if not ours(obj)]
+    mine = {kind: {name_of(obj): obj for obj in objects if ours(obj)} for kind, objects in items.items()}
+    view.pclqs, view.pods, view.gangs = mine[PODCLIQUES.kind], mine[PODS.kind], mine[PODGANGS.kind]
+    view.pcsgs = mine[SCALINGGROUPS.kind]
     return view
 
 

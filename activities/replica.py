@@ -36,7 +36,7 @@ from activities.kubeapi import (
     pod_ready,
     pod_scheduled,
 )
-from activities.metrics import BREACH_SECONDS, GATE_RELEASES, TERMINATIONS
+from activities.metrics import BREACH_SECONDS, CACHED_READS, GATE_RELEASES, TERMINATIONS
 from activities.native_gangs import NativeGangs
 from activities.observe import (
     ClusterView,
@@ -46,6 +46,7 @@ from activities.observe import (
     other_controller,
     ours,
     read_replica,
+    read_replica_cached,
     read_spec,
     snapshot,
     terminating,
@@ -53,6 +54,7 @@ from activities.observe import (
 )
 from activities.scaling import config_annotations, report_clamped, scale_in_order
 from activities.status import mirror, mirror_pcs
+from activities.watch_cache import NotFresh, WatchCache
 from grove import manifests, names, ownership
 from grove.plan import ReplicaPlan
 from grove.release import base_lagging
@@ -61,11 +63,13 @@ from workflows.contract import (
     ENSURE_REPLICA,
     MIRROR_STATUS,
     OBSERVE_REPLICA,
+    OBSERVE_REPLICA_CACHED,
     RECORD_EVENT,
     RELEASE_GATES,
     TERMINATE_GANG,
 )
 from workflows.messages import (
+    CachedObserveRequest,
     DeleteReplicaResult,
     EnsureResult,
     EventRequest,
@@ -124,9 +128,10 @@ def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
 
 
 class ReplicaActivities:
-    def __init__(self, kube: Kube, scheduling: Scheduling | None = None) -> None:
+    def __init__(self, kube: Kube, scheduling: Scheduling | None = None, cache: WatchCache | None = None) -> None:
         self.kube = kube
         self.scheduling = scheduling or Scheduling()  # the gang scheduler backend (activities/backend.py)
+        self.cache = cache  # the worker's watch cache; None: every read goes to the apiserver
 
     # --- read --------------------------------------------------------------------------------------------------
     @activity.defn(name=OBSERVE_REPLICA)
@@ -134,6 +139,25 @@ class ReplicaActivities:
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
         return snapshot(view, read_spec(view.pcs, ref, self.scheduling, view.counts()))
+
+    @activity.defn(name=OBSERVE_REPLICA_CACHED)
+    @translating_errors("read replica")
+    def observe_replica_cached(self, request: CachedObserveRequest) -> ReplicaSnapshot:
+        """Routine observation from the watch cache; from the apiserver where the cache cannot serve it (not synced,
+        behind the nudges' versions, the PodCliqueSet not there). Only the cached kind is marked `from_cache`."""
+        if self.cache is not None:
+            try:
+                view = read_replica_cached(self.cache, request.ref, request.at_least)
+            except NotFresh as why:
+                CACHED_READS.labels("apiserver").inc()
+                log.debug("%s: observing from the apiserver: %s", request.ref, why)
+            else:
+                CACHED_READS.labels("cache").inc()
+                found = snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts()))
+                # No read_from: a nudge judged by the clock is never covered by the cache (the workflow reads the
+                # apiserver for those), only by versions.
+                return found.model_copy(update={"from_cache": True, "read_from": None})
+        return self.observe_replica(request.ref)
 
     # --- materialise ---------------------------------------------------------------------------------------------
     @activity.defn(name=ENSURE_REPLICA)

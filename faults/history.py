@@ -16,7 +16,13 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, RECREATE_FOR_UPDATE, TERMINATE_GANG
+from workflows.contract import (
+    ENSURE_REPLICA,
+    OBSERVE_REPLICA,
+    OBSERVE_REPLICA_CACHED,
+    RECREATE_FOR_UPDATE,
+    TERMINATE_GANG,
+)
 from workflows.messages import EnsureResult, RecreateRequest, ReplicaSnapshot, TerminateRequest
 
 T = TypeVar("T")
@@ -70,6 +76,9 @@ class RunDigest:
     available_uids: set[str] = field(default_factory=set)  # PodClique UIDs an evaluated observation saw available
     observations: int = 0
     recreations: list[RecreateCall] = field(default_factory=list)  # scheduled (deletions may have happened)
+    # Deletions (terminate_gang, recreate_for_update) scheduled while the read in force came from the watch cache:
+    # each is a decision taken on cached state alone (issue 17 forbids it). Event ids.
+    decided_on_cache: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -101,6 +110,7 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
     digest = RunDigest(run_id=run_id, previous_run_id=None, closed=False)
     pending: ReplicaSnapshot | None = None
     read_at: datetime | None = None  # the latest observe/ensure read that completed: what a step is decided on
+    from_cache = False  # whether that read came from the watch cache
 
     def evaluated(snapshot: ReplicaSnapshot) -> None:
         digest.observations += 1
@@ -120,6 +130,8 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             attrs = event.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
             scheduled[event.event_id] = (name, event)
+            if name in (TERMINATE_GANG, RECREATE_FOR_UPDATE) and from_cache:
+                digest.decided_on_cache.append(event.event_id)
             if name == RECREATE_FOR_UPDATE:
                 digest.recreations.append(RecreateCall(workflow_id, run_id, event.event_id,
                                                        event.event_time.ToDatetime(tzinfo=UTC),
@@ -131,12 +143,14 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
-            if name in (OBSERVE_REPLICA, ENSURE_REPLICA):
+            if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED, ENSURE_REPLICA):
                 read_at = scheduled_event.event_time.ToDatetime(tzinfo=UTC)
-            if name == OBSERVE_REPLICA:
+            if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED):
                 pending = _decode(attrs_done.result, ReplicaSnapshot)
+                from_cache = pending.from_cache
             elif name == ENSURE_REPLICA:
                 evaluated(_decode(attrs_done.result, EnsureResult).snapshot)
+                from_cache = False
             elif name == TERMINATE_GANG:
                 digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
                                                  completed_at=event.event_time.ToDatetime(tzinfo=UTC)))

@@ -47,8 +47,9 @@ SCALED_GATES = "scaled-gates"
 OBJECTS = "objects"
 FOREIGN = "foreign"
 REPLAYABLE = "replayable"
+DECIDED_FRESH = "decided-fresh"
 DEADLOCK_DETECTED = "TMPRL1101"  # the SDK's "Potential deadlock detected" failure
-INVARIANTS = (NEVER_EARLY, EXACTLY_ONCE, NONE_MISSING, SCALED_GATES, OBJECTS, FOREIGN)
+INVARIANTS = (NEVER_EARLY, EXACTLY_ONCE, NONE_MISSING, SCALED_GATES, OBJECTS, FOREIGN, DECIDED_FRESH)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,20 @@ def never_early(digests: dict[ReplicaKey, WorkflowDigest], pclqs: dict[str, Pclq
                     if late < 0:
                         found.violate(NEVER_EARLY, f"seen/{uid}", f"{key}: PodClique {name} ({uid}) seen deleting "
                                       f"{-late:.3f}s before the deadline {request.deadline.isoformat()}")
+    return found
+
+
+# --- decided fresh ---------------------------------------------------------------------------------------------
+def decided_fresh(digests: dict[ReplicaKey, WorkflowDigest]) -> Findings:
+    """No deletion (gang termination, a rolling update's recreate) is decided on a read from the watch cache alone:
+    the read in force when it was scheduled came from the apiserver (issue 17)."""
+    found = Findings()
+    for key, digest in digests.items():
+        for run in digest.runs:
+            found.counts["deletion_decisions_checked"] += len(run.terminations) + len(run.recreations)
+            for event_id in run.decided_on_cache:
+                found.violate(DECIDED_FRESH, f"cache/{digest.workflow_id}@{run.run_id}#{event_id}",
+                              f"{key}: event {event_id} of run {run.run_id} deletes on a read from the watch cache")
     return found
 
 

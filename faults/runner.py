@@ -70,7 +70,8 @@ CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 # Counts that each check recomputes over the whole run (report the last); the others are summed over rounds.
 CUMULATIVE = {"terminations_checked", "deletions_checked", "pclq_deletions_seen", "gang_terminated_events",
               "scaled_releases_checked", "pclq_rollout_deletions_seen", "pclq_scaled_in_seen",
-              "rollout_pod_deletions_checked", "rollout_max_units_down", "rollout_max_replicas_down"}
+              "rollout_pod_deletions_checked", "rollout_max_units_down", "rollout_max_replicas_down",
+              "deletion_decisions_checked"}
 BUSY_PHASES = {Phase.PENDING, Phase.CREATING, Phase.TERMINATING}
 
 
@@ -433,6 +434,7 @@ class FaultRun:
         breaches = [b for b in breaches if b.uid not in masked]
         _, rollout_cliques = rollout_invariants.rollout_deleted(digests)
         found.merge(invariants.never_early(digests, pclqs))
+        found.merge(invariants.decided_fresh(digests))
         planned = {pclq.name for plan in plans.values() for pclq in plan.pod_cliques}
         found.merge(invariants.exactly_once(digests, totals, events, uids, pclqs, self.paused, settled, planned,
                                             set(rollout_cliques), histories_read_at))

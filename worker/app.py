@@ -25,6 +25,7 @@ from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities
 from activities.rollout import RolloutActivities
 from activities.scaling import StartupActivities
+from activities.watch_cache import WatchCache
 from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
@@ -92,12 +93,14 @@ def _read(path: str | None) -> bytes | None:
         return handle.read()
 
 
-def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = None) -> list[Callable[..., Any]]:
-    replica = ReplicaActivities(kube, scheduling)
+def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = None,
+                   cache: WatchCache | None = None) -> list[Callable[..., Any]]:
+    replica = ReplicaActivities(kube, scheduling, cache)
     reconcile = ReconcileActivities(kube, client)
     rollout = RolloutActivities(kube)
     return [
         replica.observe_replica,
+        replica.observe_replica_cached,
         replica.ensure_replica,
         replica.release_gates,
         replica.terminate_gang,
@@ -193,6 +196,10 @@ async def keep_reconciler(client: Client, settings: WorkerSettings, stop: asynci
                         settings.reconciler_check.total_seconds())
 
 
+async def _start_cache(cache: WatchCache) -> None:
+    await asyncio.to_thread(cache.start)
+
+
 async def _lead(watcher: Watcher, client: Client, namespace: str | None) -> None:
     """What the leader of a scope does: watch, and keep the fleet gauges (one writer for the whole fleet)."""
     from worker.fleet import keep_fleet_gauges
@@ -235,12 +242,16 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
     scheduling = await detect_scheduling(kube, settings.scheduler_backend, stop)
     if scheduling is None:
         return  # stopped before Kubernetes answered
+    # One list+watch per kind for this worker: routine observation reads it, and so does the watcher, leader or not.
+    cache = WatchCache(kube, settings.watch_namespace, resync_seconds=settings.watch_resync.total_seconds()) \
+        if settings.watch_cache else None
     with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
         worker = Worker(
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
-            activities=activities_for(kube, client, scheduling),
+            activities=activities_for(kube, client, scheduling, cache),
+            sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,
             max_concurrent_activities=settings.activity_threads,
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
@@ -251,11 +262,15 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         background: list[asyncio.Task[None]] = []
         if settings.watcher:
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
-                              resync_seconds=settings.watch_resync.total_seconds())
+                              resync_seconds=settings.watch_resync.total_seconds(), cache=cache)
+            background.append(asyncio.create_task(watcher.follow()))  # warm before it leads: a fast hand-over
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
-                                   identity=settings.identity)
+                                   identity=settings.identity, lease_seconds=settings.lease_seconds,
+                                   renew_every=settings.lease_renew_every, retry_every=settings.lease_retry_every)
             background.append(asyncio.create_task(elector.run(
                 lambda: _lead(watcher, client, settings.watch_namespace), stop, unfit=watcher.unfit)))
+        elif cache is not None:
+            background.append(asyncio.create_task(_start_cache(cache)))
         # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
         doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
                               leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))
@@ -277,4 +292,6 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            if cache is not None:
+                cache.stop()
             kube.api_client.close()

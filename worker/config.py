@@ -55,6 +55,17 @@ class WorkerSettings(BaseModel):
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,
         description="where the watcher's Lease lives; default: the watched namespace, else 'default'",
     )
+    watch_cache: bool = Field(default=True, description="observe replicas from a watch cache in this worker (issue 17); "
+                                                        "off: every observation lists from the apiserver")
+    # The watcher's Lease. A standby keeps its watches warm, so hand-over costs little but the wait: a leader killed
+    # with -9 is replaced lease_seconds after its last renewal (plus one retry). client-go's defaults (15/10/2 s)
+    # made that 17 s; these make it about 4 s, at one GET+PUT per second by the leader and one GET by each standby.
+    lease_seconds: int = Field(default=3, ge=1)
+    lease_renew_every: float = Field(default=1.0, gt=0)
+    lease_retry_every: float = Field(default=1.0, gt=0)
+    # A workflow task waiting on a worker's sticky queue goes to the shared queue after this; with the worker killed,
+    # that wait is the workflow's (Temporal's default, 10 s, would be most of the hand-over).
+    sticky_timeout: timedelta = Field(default=timedelta(seconds=3), gt=timedelta(0))
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),

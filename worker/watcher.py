@@ -29,12 +29,13 @@ from activities.kubeapi import (
     PODS,
     SCALINGGROUPS,
     Kube,
-    KubeError,
-    ListWatch,
     Resource,
+    ours,
     resource_version,
+    slim,
 )
 from activities.metrics import NUDGES, WATCH_EVENTS
+from activities.watch_cache import WatchCache
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
 from workflows.contract import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
@@ -42,8 +43,6 @@ from workflows.messages import Nudge
 from workflows.nudge_versions import sending
 
 log = logging.getLogger(__name__)
-
-MANAGED_SELECTOR = names.managed_selector()
 
 Fingerprint = tuple[Any, ...]
 ObjectKey = tuple[str, str]  # (namespace, name)
@@ -85,17 +84,11 @@ def pod_fingerprint(obj: JSON) -> Fingerprint:
 @dataclass
 class _Feed:
     resource: Resource
-    label_selector: str | None
     fingerprint: Callable[[JSON], Fingerprint]
-    # What the watcher knows, beside the ListWatch's own map (uid -> resourceVersion, slim object). Kept on purpose,
-    # not a duplicate to remove: (1) relevance needs the previous *fingerprint*, which the ListWatch neither keeps
-    # nor hands to its handler; (2) pods and PodCliques find their PCS by (namespace, name), the ListWatch keys by
-    # UID; (3) this map lives on the event loop while the ListWatch's is written by its thread, so reading that one
-    # here would race; (4) it outlives a run: each leadership term starts new ListWatches, and only this map lets
-    # `_on_sync` see what was deleted while this worker was not the leader. The ListWatch keeps `_slim` objects too
-    # (its `keep`), so that a DELETED it finds only by relisting still carries the labels and replicas used here.
+    # What the watcher knows, beside the cache's store: (1) relevance needs the previous *fingerprint*; (2) this map
+    # lives on the event loop, while the store is written by the watch threads; (3) it keeps the `slim` object of a
+    # DELETED found only by relisting, with the labels and replicas that map it to its replicas.
     known: dict[ObjectKey, tuple[Fingerprint, JSON]] = field(default_factory=dict)
-    synced: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 Versions = dict[str, int]  # kind -> resourceVersion of the newest watch event a nudge stands for
@@ -104,6 +97,10 @@ Versions = dict[str, int]  # kind -> resourceVersion of the newest watch event a
 # three minutes after the partition had ended (fault smoke, a worker cut off from Temporal for 9 s), holding that
 # replica's nudges back the whole time; with one it fails, is kept, and is sent again.
 RPC_TIMEOUT = timedelta(seconds=10)
+# A worker taking the watcher over nudges the replicas that changed this long before: longer than any nudge takes to
+# be sent, with room for the old leader's last failed attempts (it steps down after 5 s of them, worker/leader.py).
+HANDOVER_WINDOW_SECONDS = 60.0
+TOUCHED_PRUNE_AT = 20_000
 
 
 def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
@@ -189,7 +186,12 @@ class Nudger:
 
 
 class Watcher:
-    """Follows PCS, PCSG, PCLQ and pod changes; nudges the affected replica workflows and the reconciler."""
+    """Follows PCS, PCSG, PCLQ and pod changes; nudges the affected replica workflows and the reconciler.
+
+    It hears the worker's watch cache (activities/watch_cache.py), which every worker keeps, leader or not. Only the
+    leader nudges. A standby remembers which replicas had changes lately, and nudges those when it takes the Lease
+    over: the old leader may have died with their nudges unsent. Its view is warm, so a hand-over costs no relist
+    and nudges only what changed around it (issue 17: changes reach the workflows within seconds of a kill)."""
 
     def __init__(
         self,
@@ -198,71 +200,96 @@ class Watcher:
         *,
         namespace: str | None = None,
         resync_seconds: float = 1800.0,
-        watch_timeout_seconds: int = 1800,
+        watch_timeout_seconds: int = 300,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        cache: WatchCache | None = None,
+        handover_window_seconds: float = HANDOVER_WINDOW_SECONDS,
     ) -> None:
         self.kube = kube
         self.client = client
         self.namespace = namespace or None
-        self.resync_seconds = resync_seconds
-        self.watch_timeout_seconds = watch_timeout_seconds
+        self._owns_cache = cache is None
+        self.cache = cache or WatchCache(kube, namespace, resync_seconds=resync_seconds,
+                                         watch_timeout_seconds=watch_timeout_seconds)
+        self.handover_window_seconds = handover_window_seconds
         self.nudger = Nudger(client, clock=clock)
         self.nudger.on_missing = self._workflow_missing
-        self.pcs_feed = _Feed(PODCLIQUESETS, None, pcs_fingerprint)
-        self.pclq_feed = _Feed(PODCLIQUES, MANAGED_SELECTOR, pclq_fingerprint)
-        self.pod_feed = _Feed(PODS, MANAGED_SELECTOR, pod_fingerprint)
-        self.pcsg_feed = _Feed(SCALINGGROUPS, MANAGED_SELECTOR, pcsg_fingerprint)
+        self.pcs_feed = _Feed(PODCLIQUESETS, pcs_fingerprint)
+        self.pclq_feed = _Feed(PODCLIQUES, pclq_fingerprint)
+        self.pod_feed = _Feed(PODS, pod_fingerprint)
+        self.pcsg_feed = _Feed(SCALINGGROUPS, pcsg_fingerprint)
+        self._feeds = {feed.resource.kind: feed for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed,
+                                                               self.pcsg_feed)}
         self._pending_pcs: set[ObjectKey] = set()
         self._reconciler_wake = asyncio.Event()
+        self.leading = False
+        # Standby: workflow id -> (monotonic time of its latest change, the versions to nudge it with).
+        self._touched: dict[str, tuple[float, Versions | None]] = {}
+        self._following: asyncio.Future[WatchCache] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------------
+    async def follow(self) -> None:
+        """Hear the watch cache, starting it if this watcher made it. Every worker follows from its start, leader
+        or not; idempotent."""
+        if self._following is None:
+            loop = asyncio.get_running_loop()
+
+            def heard(resource: Resource, kind: str, obj: JSON, _relisted: bool, listing: bool) -> None:
+                feed = self._feeds.get(resource.kind)
+                if feed is not None and (feed is self.pcs_feed or ours(obj)):
+                    loop.call_soon_threadsafe(self._on_event, feed, kind, obj, listing)
+
+            self.cache.subscribe(heard)
+            self._following = asyncio.ensure_future(asyncio.to_thread(self.cache.start))
+        await asyncio.shield(self._following)
+
+    def close(self) -> None:
+        """Stop the watches of a cache this watcher made (the worker stops its own)."""
+        if self._owns_cache:
+            self.cache.stop()
+
     async def run(self) -> None:
-        """Run until cancelled. Runs again after that: the elector starts it each time this worker gains the lease
-        (after losing it, e.g. to a kube-apiserver outage longer than two thirds of the lease)."""
-        loop = asyncio.get_running_loop()
+        """One leadership term: nudge until cancelled (the elector cancels it when the Lease is lost, and runs it
+        again when it is regained). The watches go on between terms."""
+        await self.follow()
         self.nudger.failing_since = None  # a new term is judged on its own sends
-        # A fresh stop event per run: threads of an earlier run (maybe still blocked in a watch) keep theirs, set,
-        # and end; these start unstopped. Sharing one left set by the last run would end every new thread at once.
-        watches: list[ListWatch] = []
         tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler())]
         try:
-            for feed in (self.pcs_feed, self.pclq_feed, self.pod_feed, self.pcsg_feed):
-                feed.synced = asyncio.Event()
-                watches.append(self._list_watch(feed, loop).start(name=f"watch-{feed.resource.plural}"))
-                if feed is self.pcs_feed:  # pods and PCLQs are mapped to workflows through the PCS UID
-                    await feed.synced.wait()
+            self.leading = True
+            self._take_over()
             await asyncio.Event().wait()
         finally:
-            # Each run has its own ListWatches: threads of an earlier run (maybe still blocked in a watch) end on
-            # their own stop, and these start unstopped.
-            for watch in watches:
-                watch.stop()
+            self.leading = False
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _list_watch(self, feed: _Feed, loop: asyncio.AbstractEventLoop) -> ListWatch:
-        """Follow one resource from a thread; everything it sees is handled on the event loop."""
+    def _take_over(self) -> None:
+        """Nudge the replicas that changed within the hand-over window before this term: the previous leader may
+        have died (or been cut off) with their nudges unsent. A nudge that finds its change already read costs the
+        workflow a signal, not a round (versions)."""
+        now = time.monotonic()
+        recent = {wid: versions for wid, (at, versions) in self._touched.items()
+                  if now - at <= self.handover_window_seconds}
+        self._touched.clear()
+        for workflow_id, versions in recent.items():
+            self.nudger.request(workflow_id, versions)
+        if recent:
+            log.info("watcher: took over; nudged %d replica(s) changed in the last %.0fs", len(recent),
+                     self.handover_window_seconds)
+        if self._pending_pcs:
+            self._reconciler_wake.set()
 
-        def retrying(error: Exception, delay: float) -> None:
-            if isinstance(error, KubeError):
-                log.warning("watch %s: %s; retrying in %.0fs", feed.resource.plural, error, delay)
-            else:  # a watcher thread must never die silently
-                log.error("watch %s failed; retrying in %.0fs", feed.resource.plural, delay, exc_info=error)
-
-        # Read in the ListWatch's own thread, at the call: whether the event is an item of a LIST.
-        made: list[ListWatch] = []
-        watch = ListWatch(
-            self.kube, feed.resource, self.namespace,
-            lambda kind, obj, _relisted: loop.call_soon_threadsafe(self._on_event, feed, kind, obj,
-                                                                   made[0].listing),
-            label_selector=feed.label_selector,
-            on_synced=lambda items: loop.call_soon_threadsafe(self._on_sync, feed, items),
-            on_error=retrying, keep=_slim, resync_seconds=self.resync_seconds,
-            watch_timeout_seconds=self.watch_timeout_seconds,
-        )
-        made.append(watch)
-        return watch
+    def _nudge(self, workflow_id: str, versions: Versions | None) -> None:
+        if self.leading:
+            self.nudger.request(workflow_id, versions)
+            return
+        now = time.monotonic()
+        previous = self._touched.get(workflow_id)
+        self._touched[workflow_id] = (now, versions if previous is None else _merged(previous[1], versions))
+        if len(self._touched) > TOUCHED_PRUNE_AT:
+            self._touched = {wid: entry for wid, entry in self._touched.items()
+                             if now - entry[0] <= self.handover_window_seconds}
 
     def unfit(self, after_seconds: float = 5.0) -> str | None:
         """Why this watcher should not lead: its nudges have been failing (each after the client's ~11 s of
@@ -273,16 +300,6 @@ class Watcher:
         return f"no nudge has reached Temporal for {time.monotonic() - since:.0f}s (plus the client's retries)"
 
     # --- event handling (event loop thread) -----------------------------------------------------------------
-    def _on_sync(self, feed: _Feed, items: list[JSON]) -> None:
-        """After a list: what this process knew but the list no longer has went away while nobody watched (a new
-        run of the watcher lists afresh, so its ListWatch cannot know that)."""
-        listed = {_key(obj) for obj in items}
-        for key in list(feed.known):
-            if key not in listed:
-                _, last = feed.known[key]
-                self._on_event(feed, "DELETED", last)  # `_slim` keeps no resourceVersion: judged by the clock
-        feed.synced.set()
-
     def _on_event(self, feed: _Feed, kind: str | None, obj: JSON, listed: bool = False) -> None:
         key = _key(obj)
         previous = feed.known.get(key)
@@ -291,7 +308,7 @@ class Watcher:
             relevant = previous is not None
         else:
             fingerprint = feed.fingerprint(obj)
-            feed.known[key] = (fingerprint, _slim(obj))
+            feed.known[key] = (fingerprint, slim(obj))
             relevant = previous is None or previous[0] != fingerprint
         WATCH_EVENTS.labels(feed.resource.plural, str(relevant).lower()).inc()
         if not relevant:
@@ -305,7 +322,7 @@ class Watcher:
             self._pcs_changed(key, obj, previous[1] if previous else None, versions)
         else:
             for replica_key in self._replica_keys(obj):
-                self.nudger.request(replica_key.workflow_id, versions)
+                self._nudge(replica_key.workflow_id, versions)
 
     def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None) -> None:
         self._pending_pcs.add(key)
@@ -317,7 +334,7 @@ class Watcher:
             uid = version.get("metadata", {}).get("uid")
             replicas = wanted_replicas(version) or 0
             for index in range(replicas):
-                self.nudger.request(ReplicaKey(key[0], key[1], uid, index).workflow_id, versions)
+                self._nudge(ReplicaKey(key[0], key[1], uid, index).workflow_id, versions)
 
     def _replica_keys(self, obj: JSON) -> Iterable[ReplicaKey]:
         meta = obj.get("metadata", {})
@@ -360,17 +377,3 @@ def _versions_of(resource: Resource, obj: JSON) -> Versions | None:
 def _key(obj: JSON) -> ObjectKey:
     meta = obj.get("metadata", {})
     return (meta.get("namespace", ""), meta.get("name", ""))
-
-
-def _slim(obj: JSON) -> JSON:
-    """What we keep of an object: enough to map a later DELETED (or a vanished one) to its replicas."""
-    meta = obj.get("metadata", {})
-    return {
-        "metadata": {
-            "namespace": meta.get("namespace"),
-            "name": meta.get("name"),
-            "uid": meta.get("uid"),
-            "labels": meta.get("labels") or {},
-        },
-        "spec": {"replicas": (obj.get("spec") or {}).get("replicas")},
-    }

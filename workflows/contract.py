@@ -58,6 +58,7 @@ def rollout_workflow_id(namespace: str, pcs: str, pcs_uid: str) -> str:
 
 # --- activities ----------------------------------------------------------------------------------------------------
 OBSERVE_REPLICA = "observe_replica"
+OBSERVE_REPLICA_CACHED = "observe_replica_cached"  # from the worker's watch cache (activities/watch_cache.py)
 ENSURE_REPLICA = "ensure_replica"
 RELEASE_GATES = "release_gates"
 MIRROR_STATUS = "mirror_status"

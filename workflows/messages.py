@@ -84,6 +84,15 @@ class Nudge(Message):
         default=None, description="kind -> resourceVersion of the newest watch event this nudge stands for")
 
 
+class CachedObserveRequest(Message):
+    """Observe a replica from the worker's watch cache, once that has seen the watch events of these versions."""
+
+    ref: ReplicaRef
+    at_least: dict[str, int] = Field(
+        default_factory=dict, description="kind -> resourceVersion of the newest nudge not yet read: the cache must "
+                                          "have reached it, else the activity reads the apiserver")
+
+
 class ReplicaSnapshot(Message):
     """One replica as an activity read it, in one call."""
 
@@ -106,6 +115,8 @@ class ReplicaSnapshot(Message):
     rollout: RolloutSpec | None = Field(default=None, description="update strategy and budgets of the current spec")
     scheduler_backend: str | None = Field(
         default=None, description="the gang scheduler placing this replica's pods: kube, kai or none (DESIGN §4b)")
+    from_cache: bool = Field(
+        default=False, description="read from the worker's watch cache: never decided on destructively")
 
     @property
     def valid(self) -> bool:

@@ -62,6 +62,16 @@ class Nudges:
             return False
         return self.observed_from is None or self.sent_at >= self.observed_from
 
+    def clock_pending(self) -> bool:
+        """A nudge without versions that the observation in force does not cover (judged by the clock)."""
+        return self.sent_at is not None and (self.observed_from is None or self.sent_at >= self.observed_from)
+
+    def unread_versions(self) -> dict[str, int]:
+        """kind -> the newest nudged resourceVersion past what the observation in force read: what a read from the
+        watch cache must have reached."""
+        return {kind: version for kind, version in self.versions.items()
+                if version > self.read_versions.get(kind, -1)}
+
     def due(self) -> bool:
         return self.look_again or self.pending()
 

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         MIRROR_STATUS,
         NUDGE_SIGNAL,
         OBSERVE_REPLICA,
+        OBSERVE_REPLICA_CACHED,
         PAUSE,
         RECORD_EVENT,
         RELEASE_GATES,
@@ -49,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.controls import ControlQueue
     from workflows.messages import (
+        CachedObserveRequest,
         ControlResult,
         DeleteReplicaResult,
         EnsureResult,
@@ -92,6 +94,9 @@ STARTUP_ORDER_PATCH = "startup-order"
 HELD_DEADLINES_PATCH = "held-deadlines"
 # A scaled release carries what the base gang needs; the activity releases only if a read made then agrees.
 SCALED_RELEASE_RECHECK_PATCH = "scaled-release-recheck"
+# Routine rounds observe from the worker's watch cache (issue 17); a destructive decision is taken only on a fresh
+# read from the apiserver. Decided once per run, at its start.
+CACHED_OBSERVE_PATCH = "cached-observe"
 
 
 class _Failed(Exception):
@@ -120,11 +125,14 @@ class ReplicaWorkflow:
         self._retry_after: timedelta | None = None
         self._search = presentation.SearchAttributeMirror()
         self._received = Received()  # messages this run received (Temporal's caps are per run)
+        self._cached_reads = False  # decided once per run, by CACHED_OBSERVE_PATCH
+        self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
         self._nudges.decide_timed()
+        self._cached_reads = workflow.patched(CACHED_OBSERVE_PATCH)
         while True:
             if self._should_continue_as_new():
                 # A force_terminate update waits for the main loop to act on its request, so waiting for every
@@ -151,9 +159,7 @@ class ReplicaWorkflow:
             await self._wait()
 
     async def _round(self) -> ReplicaOutcome | None:
-        scheduled_at = workflow.now()
-        snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
-        self._nudges.observed(snapshot, scheduled_at)
+        snapshot = await self._observe()
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
                                                 "away through owner references")
@@ -182,7 +188,13 @@ class ReplicaWorkflow:
         # The status query shows a round as a whole, once its status is mirrored: snapshot, evaluation and phase
         # together (never a new deadline under the previous round's phase).
         self._snapshot, self._evaluation = snapshot, evaluation
-        termination = self._next_termination(topology, evaluation)
+        termination = None
+        if self._decide_fresh(snapshot, evaluation):
+            # Something destructive may be due, but this round read the cache: look again at once, from the
+            # apiserver, and decide on that (a cache that lags would otherwise delete on what it has not heard yet).
+            self._fresh_next = self._nudges.look_again = True
+        else:
+            termination = self._next_termination(topology, evaluation)
         self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
         if termination is not None:
             await self._terminate(topology, snapshot, termination)
@@ -190,11 +202,42 @@ class ReplicaWorkflow:
             self._set_phase(Phase.CREATING)
         return None
 
+    async def _observe(self) -> ReplicaSnapshot:
+        """The round's read: from the watch cache when nothing in it may be destructive and every pending nudge
+        can be judged by resourceVersion; from the apiserver otherwise (DESIGN §4, issue 17)."""
+        scheduled_at = workflow.now()
+        if self._cached_reads and self._may_read_cache():
+            request = CachedObserveRequest(ref=self.ref, at_least=self._nudges.unread_versions())
+            snapshot = await self._activity(OBSERVE_REPLICA_CACHED, request, ReplicaSnapshot,
+                                            f"observe {self.ref} (watch cache)")
+        else:
+            snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
+        if not snapshot.from_cache:
+            self._fresh_next = False
+        self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at)
+        return snapshot
+
+    def _may_read_cache(self) -> bool:
+        """Not when this round may delete or recreate (a fresh read was asked for, a rolling update turn or an
+        operator's request is in hand), nor for a nudge without versions (judged by the clock, which a cache read
+        cannot answer), nor for a run's first round."""
+        return not (self._fresh_next or self._rollout.active or self._controls.queued()
+                    or self._nudges.clock_pending() or self._snapshot is None)
+
+    def _decide_fresh(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> bool:
+        """A cached read, and a termination may be due (a breach past its deadline, or an operator's request)."""
+        if not snapshot.from_cache:
+            return False
+        return self._controls.queued() or bool(
+            evaluation.terminations and not self.state.paused and not self._held)
+
     async def _roll(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> frozenset[str]:
         """The rolling update step of this round, while the rollout workflow has granted this replica a turn."""
         if not self._rollout.active:
             return frozenset()
-        hold = self.state.paused or self._held
+        if snapshot.from_cache:  # a turn granted during this round: act on it after a fresh read, at once
+            self._fresh_next = self._nudges.look_again = True
+        hold = self.state.paused or self._held or snapshot.from_cache
         updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity)
         if self._rollout.step is not None and self._rollout.step.acts and not hold:
             self._nudges.look_again = True  # recreate what was deleted at once

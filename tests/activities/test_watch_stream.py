@@ -78,7 +78,7 @@ async def test_the_watcher_says_one_line_when_the_apiserver_stops_under_it_and_n
     term = asyncio.create_task(watcher.run())
     try:
         deadline = time.monotonic() + 30
-        while not (watcher.pcs_feed.synced.is_set() and watcher.pod_feed.synced.is_set()):
+        while not watcher.cache.synced:
             assert time.monotonic() < deadline, "the watcher's feeds did not sync"
             await asyncio.sleep(0.1)
         await asyncio.to_thread(stack.stop_component, "kube-apiserver")
@@ -88,8 +88,9 @@ async def test_the_watcher_says_one_line_when_the_apiserver_stops_under_it_and_n
     await asyncio.sleep(2)
     term.cancel()  # what the worker's shutdown (or a lost lease) does to the watcher
     await asyncio.gather(term, return_exceptions=True)
+    watcher.close()  # and what the worker's shutdown does to its watch cache
     await asyncio.sleep(2)
-    mine = [r for r in caplog.records if r.name == "worker.watcher"]
-    assert any("watch pods" in r.getMessage() for r in mine), "the outage was said"
+    mine = [r for r in caplog.records if r.name in ("worker.watcher", "activities.watch_cache")]
+    assert any("watch cache pods" in r.getMessage() for r in mine), "the outage was said"
     loud = [(r.levelname, r.getMessage()) for r in mine if r.exc_info or r.levelno >= logging.ERROR]
     assert loud == [], f"one warning line each, no traceback: {loud}"

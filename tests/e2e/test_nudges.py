@@ -102,4 +102,5 @@ async def test_a_watcher_an_hour_behind_the_activity_worker_still_has_every_chan
     finally:
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)
+        watcher.close()
         worker.stop()

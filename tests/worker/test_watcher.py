@@ -51,15 +51,22 @@ async def test_the_watcher_follows_changes_again_after_losing_and_regaining_the_
         """One leadership term: run, see a new PodCliqueSet, lose the lease (the elector cancels the run)."""
         term = asyncio.create_task(watcher.run())
         try:
-            await _until(lambda: watcher.pcs_feed.synced.is_set(), "the PodCliqueSet feed to sync")
+            await _until(lambda: watcher.leading, "the term to begin")
             client.create(PODCLIQUESETS, namespace, _pcs(pcs))
             await _until(lambda: (namespace, pcs) in watcher.pcs_feed.known, f"the watcher to see {pcs}")
         finally:
             term.cancel()
             await asyncio.gather(term, return_exceptions=True)
 
-    await lead_once("first-term")
-    await lead_once("second-term")  # before the fix its threads ended at once: nothing was watched any more
+    try:
+        await lead_once("first-term")
+        await lead_once("second-term")  # before the fix its threads ended at once: nothing was watched any more
+        # Between terms the watches go on (a standby stays warm); what changes then is remembered for the next term.
+        client.create(PODCLIQUESETS, namespace, _pcs("between-terms"))
+        await _until(lambda: (namespace, "between-terms") in watcher.pcs_feed.known, "the standby to see it")
+        assert not watcher.leading
+    finally:
+        watcher.close()
 
 
 # The Temporal client retries a call for ~11 s (10 retries, backoff 0.1 s x 1.5 up to 5 s): an outage longer than that
@@ -208,3 +215,21 @@ async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arr
             await handle.terminate()
     finally:
         proxy.close()
+
+
+def test_a_standby_remembers_what_changed_and_nudges_it_when_it_takes_over() -> None:
+    """Pure logic: while another worker leads, changes are only remembered; taking over nudges those within the
+    hand-over window (the old leader may have died with them unsent), each once, at the newest versions."""
+    watcher = Watcher(None, None, handover_window_seconds=60)  # type: ignore[arg-type]
+    requested: list[tuple[str, dict[str, int] | None]] = []
+    watcher.nudger.request = lambda wid, versions=None: requested.append((wid, versions))  # type: ignore[method-assign]
+    watcher._nudge("a", {"Pod": 5})
+    watcher._nudge("a", {"Pod": 7, "PodClique": 2})
+    watcher._nudge("b", None)  # an item of a relist: judged by the clock
+    watcher._touched["long-ago"] = (time.monotonic() - 61, {"Pod": 1})
+    assert requested == [], "a standby nudges nothing"
+    watcher.leading = True
+    watcher._take_over()
+    assert sorted(requested, key=lambda r: r[0]) == [("a", {"Pod": 7, "PodClique": 2}), ("b", None)]
+    watcher._nudge("c", {"Pod": 9})
+    assert requested[-1] == ("c", {"Pod": 9}) and watcher._touched == {}, "the leader nudges at once"

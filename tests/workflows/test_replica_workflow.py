@@ -24,6 +24,7 @@ from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
 from workflows import contract
 from workflows.messages import (
+    CachedObserveRequest,
     CliqueState,
     ControlResult,
     DeleteReplicaResult,
@@ -73,12 +74,15 @@ class ScriptedCluster:
         self.incarnation = 1
         self.terminated: list[tuple[datetime, TerminateRequest]] = []
         self.events: list[str] = []
+        self.calls: list[str] = []  # observe, observe (cache), terminate, ... in the order the workflow made them
+        self.cache_ready: int | None = None  # what the watch cache says, where it lags the cluster
         self._lock = threading.Lock()
 
-    def snapshot(self) -> ReplicaSnapshot:
+    def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
         now = datetime.now(UTC)
         with self._lock:
-            cliques = {unit.name: CliqueState(uid=f"{unit.name}-{self.incarnation}", pods=2, ready=self.ready,
+            cliques = {unit.name: CliqueState(uid=f"{unit.name}-{self.incarnation}", pods=2,
+                                              ready=self.ready if ready is None else ready,
                                               scheduled=2) for unit in self.topology.cliques}
         return ReplicaSnapshot(read_at=now, read_from=now, pcs_state=PcsState.PRESENT, wanted_replicas=1,
                                topology=self.topology, cliques=cliques)
@@ -86,7 +90,13 @@ class ScriptedCluster:
     def activities(self) -> list[object]:
         @activity.defn(name=contract.OBSERVE_REPLICA)
         def observe(ref: ReplicaRef) -> ReplicaSnapshot:
+            self.calls.append("observe")
             return self.snapshot()
+
+        @activity.defn(name=contract.OBSERVE_REPLICA_CACHED)
+        def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
+            self.calls.append("observe (cache)")
+            return self.snapshot(self.cache_ready).model_copy(update={"from_cache": True, "read_from": None})
 
         @activity.defn(name=contract.ENSURE_REPLICA)
         def ensure(ref: ReplicaRef) -> EnsureResult:
@@ -106,6 +116,7 @@ class ScriptedCluster:
 
         @activity.defn(name=contract.TERMINATE_GANG)
         def terminate(request: TerminateRequest) -> TerminateResult:
+            self.calls.append("terminate")
             with self._lock:
                 self.terminated.append((datetime.now(UTC), request))
                 self.incarnation += 1
@@ -116,7 +127,7 @@ class ScriptedCluster:
         def delete(ref: ReplicaRef) -> DeleteReplicaResult:
             return DeleteReplicaResult()
 
-        return [observe, ensure, release, mirror, record, terminate, delete]
+        return [observe, observe_cached, ensure, release, mirror, record, terminate, delete]
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -169,6 +180,40 @@ async def test_a_breach_is_terminated_once_by_the_durable_timer_never_before_its
         await asyncio.sleep(DELAY.total_seconds() + 1)
         assert len(cluster.terminated) == 1, "a recreated, healthy replica is not terminated again"
         assert "BreachDetected" in cluster.events
+
+
+def _decided_on(calls: list[str]) -> list[str]:
+    """For each termination, the read it was decided on (the last observe before it)."""
+    reads = []
+    for index, call in enumerate(calls):
+        if call == "terminate":
+            reads.append(next(c for c in reversed(calls[:index]) if c.startswith("observe")))
+    return reads
+
+
+async def test_a_termination_is_never_decided_on_the_watch_cache_alone(client: Client) -> None:
+    """Routine rounds read the cache (versioned nudges). A breach whose deadline passes is confirmed on a fresh read
+    from the apiserver before anything is deleted; a cache that lags (it still shows the breach the cluster has
+    healed) deletes nothing."""
+    cluster = ScriptedCluster(_pcs("cached"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        cluster.ready = 1
+        await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+        await _until(handle, lambda s: bool(s.deadlines))
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=DELAY.total_seconds() + 15)
+        assert "observe (cache)" in cluster.calls, "the routine rounds read the cache"
+        assert _decided_on(cluster.calls) == ["observe"], f"decided on a cached read: {cluster.calls}"
+
+        # Breach again; the cluster heals before the deadline, but the cache never hears of it.
+        cluster.ready = 1
+        await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+        await _until(handle, lambda s: bool(s.deadlines))
+        cluster.cache_ready, cluster.ready = 1, 2
+        await asyncio.sleep(DELAY.total_seconds() + 2)
+        assert len(cluster.terminated) == 1, f"terminated on what only the lagging cache said: {cluster.calls}"
+        assert not (await _status(handle)).deadlines, "the fresh read healed the breach"
 
 
 async def test_pause_holds_an_expired_breach_and_resume_acts_on_it_at_once(client: Client) -> None:

@@ -21,6 +21,8 @@ def worker(
     task_queue: Annotated[str | None, typer.Option(help="default: grove-temporal")] = None,
     http_port: Annotated[int | None, typer.Option(help="serve /metrics, /healthz, /readyz here")] = None,
     watcher: Annotated[bool, typer.Option(help="run the watcher (leader-elected among workers)")] = True,
+    watch_cache: Annotated[bool, typer.Option(help="observe replicas from this worker's watch cache (off: every "
+                                                   "observation lists from the apiserver)")] = True,
     reconciler_check_seconds: Annotated[
         float, typer.Option(min=1, help="how often to check that the reconciler workflow runs (restart it if not)")
     ] = 60,
@@ -49,7 +51,7 @@ def worker(
 
     configure_logging(log_level, log_format)
     settings = WorkerSettings()
-    updates: dict[str, object] = {"watcher": watcher, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
+    updates: dict[str, object] = {"watcher": watcher, "watch_cache": watch_cache, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
                                   "stuck_check": timedelta(seconds=stuck_check_seconds),
                                   "stuck_attempts": stuck_attempts}
     if kubeconfig:

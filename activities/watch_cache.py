@@ -1,0 +1,220 @@
+"""The worker's shared watch cache: one list+watch per kind and scope, indexed by PodCliqueSet replica.
+
+Routine observation reads a replica from here instead of issuing four or five LISTs per round (issue 17). Every
+worker keeps one, leader or not, so a standby's view is warm when it takes the watcher over (worker/watcher.py
+subscribes to the same streams instead of opening its own).
+
+What a read from here may be used for: anything that is not destructive. A snapshot read from the cache says so
+(`ReplicaSnapshot.from_cache`), and the replica workflow never deletes on one: it looks again with a fresh read from
+the apiserver first (workflows/replica.py, CACHED_OBSERVE_PATCH). Materialising, scale-in and the scaled release's
+re-check read the apiserver themselves, as before.
+
+Freshness is told by resourceVersions, never by clocks: per kind, the cache has handed on every change up to the
+version its ListWatch reports (a LIST's own, then each watch event's and bookmark's). A nudge carries the versions of
+the events it stands for, and a read waits (briefly) until the cache has reached them, else it is refused and the
+caller reads the apiserver.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from activities.kubeapi import (
+    JSON,
+    PODCLIQUES,
+    PODCLIQUESETS,
+    PODGANGS,
+    PODS,
+    SCALINGGROUPS,
+    Kube,
+    KubeError,
+    ListWatch,
+    Resource,
+    name_of,
+    slim,
+)
+from grove import names
+
+log = logging.getLogger(__name__)
+
+# Our objects and the Grove operator's: observe reports the latter (the one-controller rule, grove/controllers.py).
+CACHED_SELECTOR = f"{names.LABEL_MANAGED_BY} in ({names.MANAGED_BY},{names.GROVE_OPERATOR_MANAGED_BY})"
+REPLICA_KINDS = (PODCLIQUES, PODS, PODGANGS, SCALINGGROUPS)
+
+# (kind, event type, object, relisted, listing): called on the ListWatch's thread, after the store has the change.
+Subscriber = Callable[[Resource, str, JSON, bool, bool], None]
+ReplicaIndex = tuple[str, str, str]  # (namespace, PodCliqueSet name, replica index as labelled)
+
+
+class NotFresh(Exception):
+    """The cache cannot serve this read (not synced yet, or behind the versions asked for): read the apiserver."""
+
+
+def _trimmed(obj: JSON) -> JSON:
+    """What the cache keeps: the object without managedFields (a third of a pod's bytes, never read)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
+
+
+class _Store:
+    """One kind's objects by (namespace, name), and by replica; guarded by the cache's lock."""
+
+    def __init__(self, resource: Resource, indexed: bool) -> None:
+        self.resource = resource
+        self.indexed = indexed
+        self.objects: dict[tuple[str, str], JSON] = {}
+        self.by_replica: dict[ReplicaIndex, set[str]] = defaultdict(set)
+        self.watch: ListWatch | None = None
+        self.synced = threading.Event()
+
+    @staticmethod
+    def _index(obj: JSON) -> ReplicaIndex | None:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        pcs, replica = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
+        if not pcs or replica is None:
+            return None
+        return (meta.get("namespace") or "", str(pcs), str(replica))
+
+    def put(self, obj: JSON) -> None:
+        key = ((obj.get("metadata") or {}).get("namespace") or "", name_of(obj))
+        self.drop(key)
+        self.objects[key] = _trimmed(obj)
+        index = self._index(obj) if self.indexed else None
+        if index is not None:
+            self.by_replica[index].add(key[1])
+
+    def drop(self, key: tuple[str, str]) -> None:
+        old = self.objects.pop(key, None)
+        index = self._index(old) if old is not None and self.indexed else None
+        if index is not None:
+            names_ = self.by_replica.get(index)
+            if names_ is not None:
+                names_.discard(key[1])
+                if not names_:
+                    del self.by_replica[index]
+
+    def version(self) -> int | None:
+        raw = self.watch.resource_version if self.watch is not None else None
+        return int(raw) if raw is not None and raw.isdigit() else None
+
+
+class WatchCache:
+    """PodCliqueSets (all) and the replica kinds (ours and the Grove operator's) of one scope, kept by watches."""
+
+    def __init__(self, kube: Kube, namespace: str | None, *, resync_seconds: float = 1800.0,
+                 watch_timeout_seconds: int = 300) -> None:
+        self.kube = kube
+        self.namespace = namespace or None
+        self.resync_seconds = resync_seconds
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self._lock = threading.Condition()
+        self._stores = {r.kind: _Store(r, indexed=r is not PODCLIQUESETS) for r in (PODCLIQUESETS, *REPLICA_KINDS)}
+        self._subscribers: list[Subscriber] = []
+        self._started = False
+
+    # --- lifecycle ---------------------------------------------------------------------------------------------------
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Hear every change, after the store has it. Subscribe before start() to hear the first lists too."""
+        self._subscribers.append(subscriber)
+
+    def start(self, pcs_sync_timeout: float = 60.0) -> WatchCache:
+        """Start the watches: PodCliqueSets first, so that an object of a replica is never heard of before its
+        PodCliqueSet (subscribers map pods to workflows through the PodCliqueSet's UID)."""
+        if self._started:
+            return self
+        self._started = True
+        pcs_store = self._stores[PODCLIQUESETS.kind]
+        self._start(pcs_store, None)
+        if not pcs_store.synced.wait(pcs_sync_timeout):
+            log.warning("watch cache: PodCliqueSets not listed within %.0fs; following the rest anyway",
+                        pcs_sync_timeout)
+        for resource in REPLICA_KINDS:
+            self._start(self._stores[resource.kind], CACHED_SELECTOR)
+        return self
+
+    def stop(self) -> None:
+        for store in self._stores.values():
+            if store.watch is not None:
+                store.watch.stop()
+
+    def _start(self, store: _Store, selector: str | None) -> None:
+        made: list[ListWatch] = []
+
+        def on_event(kind: str, obj: JSON, relisted: bool) -> None:
+            with self._lock:
+                if kind == "DELETED":
+                    store.drop(((obj.get("metadata") or {}).get("namespace") or "", name_of(obj)))
+                else:
+                    store.put(obj)
+            for subscriber in self._subscribers:
+                subscriber(store.resource, kind, obj, relisted, made[0].listing)
+
+        def on_synced(_items: list[JSON]) -> None:
+            store.synced.set()
+            with self._lock:
+                self._lock.notify_all()
+
+        def on_error(error: Exception, delay: float) -> None:
+            if isinstance(error, KubeError):
+                log.warning("watch cache %s: %s; retrying in %.0fs", store.resource.plural, error, delay)
+            else:  # a watch thread must never die silently
+                log.error("watch cache %s failed; retrying in %.0fs", store.resource.plural, delay, exc_info=error)
+
+        watch = ListWatch(self.kube, store.resource, self.namespace, on_event, label_selector=selector,
+                          on_synced=on_synced, on_error=on_error, keep=slim,
+                          resync_seconds=self.resync_seconds, watch_timeout_seconds=self.watch_timeout_seconds)
+        made.append(watch)
+        store.watch = watch
+        watch.start(name=f"cache-{store.resource.plural}")
+
+    # --- reads -------------------------------------------------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return all(store.synced.is_set() for store in self._stores.values())
+
+    def versions(self) -> dict[str, int]:
+        """kind -> the resourceVersion the cache has handed on every change up to."""
+        found = {}
+        for kind, store in self._stores.items():
+            version = store.version()
+            if version is not None:
+                found[kind] = version
+        return found
+
+    def _behind(self, at_least: dict[str, int]) -> dict[str, int]:
+        have = self.versions()
+        return {kind: version for kind, version in at_least.items()
+                if kind in self._stores and have.get(kind, -1) < version}
+
+    def replica(self, namespace: str, pcs: str, replica: int, *, at_least: dict[str, int] | None = None,
+                wait_seconds: float = 2.0) -> tuple[JSON | None, dict[str, list[JSON]], dict[str, int], datetime]:
+        """(the PodCliqueSet, kind -> the replica's objects, the versions read up to, when the read began) once the
+        cache is synced and has reached `at_least`, waiting up to `wait_seconds` for that; else NotFresh."""
+        deadline = time.monotonic() + wait_seconds
+        with self._lock:
+            while not self.synced or self._behind(at_least or {}):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    behind = self._behind(at_least or {})
+                    raise NotFresh("not synced yet" if not self.synced else
+                                   "behind " + ", ".join(f"{k} {self.versions().get(k)} < {v}"
+                                                         for k, v in sorted(behind.items())))
+                self._lock.wait(min(left, 0.05))  # events do not notify (one per event would cost); poll
+            # Versions first, then the objects, under the lock: nothing older than these versions is missing.
+            versions = self.versions()
+            read_from = datetime.now(UTC)
+            pcs_obj = self._stores[PODCLIQUESETS.kind].objects.get((namespace, pcs))
+            index = (namespace, pcs, str(replica))
+            items = {}
+            for resource in REPLICA_KINDS:
+                store = self._stores[resource.kind]
+                items[resource.kind] = [store.objects[(namespace, n)] for n in sorted(store.by_replica.get(index, ()))]
+        return pcs_obj, items, versions, read_from

@@ -1,0 +1,96 @@
+"""The worker's watch cache against the real apiserver: a replica read from it equals a fresh read, it waits for the
+versions a nudge carries (and refuses past them), and observe falls back to the apiserver where the cache must not
+answer. No worker runs: the objects are created here."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, Kube, resource_version
+from activities.observe import read_replica, read_replica_cached
+from activities.watch_cache import NotFresh, WatchCache
+from grove import manifests, names
+from grove.plan import plan_replica
+from grove.validation import parse_pcs
+from workflows.messages import CachedObserveRequest, ReplicaRef
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+
+def _pcs(namespace: str) -> dict[str, Any]:
+    clique = {"name": "a", "spec": {"roleName": "a", "replicas": 2, "minAvailable": 1, "podSpec": {
+        "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}
+    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
+            "metadata": {"name": "wc", "namespace": namespace},
+            "spec": {"replicas": 1, "template": {"cliques": [clique]}}}
+
+
+def _until(predicate: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_replica_read_from_the_watch_cache_is_the_fresh_read_and_waits_for_nudged_versions(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    from activities.replica import ReplicaActivities
+
+    client = Kube(kube)
+    body = _pcs(namespace)
+    model, problems = parse_pcs(body)
+    assert model is not None and not problems, problems
+    plan = plan_replica(model, 0)
+    pcs_obj = client.create(PODCLIQUESETS, namespace, body)
+    ref = ReplicaRef(namespace=namespace, pcs="wc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
+    owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUESET, "wc", ref.pcs_uid)
+    pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "wc-0-a", owner=owner))
+    pod_owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, "wc-0-a",
+                                          pclq["metadata"]["uid"])
+    client.create(PODS, namespace, manifests.pod_manifest(model, plan, "wc-0-a", 0, owner=pod_owner))
+
+    cache = WatchCache(client, namespace).start()
+    try:
+        _until(lambda: cache.synced, "the cache to list every kind")
+        cached, fresh = read_replica_cached(cache, ref), read_replica(client, ref)
+        for kind in ("pclqs", "pods", "gangs", "pcsgs"):
+            assert ({n: o["metadata"]["resourceVersion"] for n, o in (getattr(cached, kind) or {}).items()}
+                    == {n: o["metadata"]["resourceVersion"] for n, o in (getattr(fresh, kind) or {}).items()}), kind
+        assert set(cached.pods) == {"wc-0-a-0"} and cached.foreign == fresh.foreign == []
+        assert "managedFields" not in cached.pods["wc-0-a-0"]["metadata"], "the cache keeps no managedFields"
+
+        # A nudge for a pod created now: the cache is asked for its version, and waits for it.
+        made = client.create(PODS, namespace, manifests.pod_manifest(model, plan, "wc-0-a", 1, owner=pod_owner))
+        version = resource_version(made)
+        assert version is not None
+        view = read_replica_cached(cache, ref, {"Pod": version})
+        assert "wc-0-a-1" in view.pods and view.versions["Pod"] >= version
+
+        # Past anything the cache can have seen: refused after the wait, never answered stale.
+        began = time.monotonic()
+        with pytest.raises(NotFresh, match="behind Pod"):
+            cache.replica(namespace, "wc", 0, at_least={"Pod": version + 10**9}, wait_seconds=0.3)
+        assert time.monotonic() - began < 2
+
+        # The activity: from the cache when it can; from the apiserver for a PodCliqueSet the cache has not got.
+        activities = ReplicaActivities(client, cache=cache)
+        assert activities.observe_replica_cached(CachedObserveRequest(ref=ref)).from_cache
+        other = ref.model_copy(update={"pcs": "not-yet-heard-of"})
+        snapshot = activities.observe_replica_cached(CachedObserveRequest(ref=other))
+        assert not snapshot.from_cache and snapshot.pcs_state.value == "Absent"
+
+        # Objects of another controller are reported, as by the fresh read (the one-controller rule).
+        foreign = manifests.pod_manifest(model, plan, "wc-0-a", 0, owner=pod_owner)
+        foreign["metadata"]["name"] = "wc-0-a-7"
+        foreign["metadata"]["labels"][names.LABEL_MANAGED_BY] = names.GROVE_OPERATOR_MANAGED_BY
+        foreign_version = resource_version(client.create(PODS, namespace, foreign))
+        assert foreign_version is not None
+        view = read_replica_cached(cache, ref, {"Pod": foreign_version})
+        assert ("Pod", "wc-0-a-7") in view.foreign and "wc-0-a-7" not in view.pods
+        assert view.foreign == read_replica(client, ref).foreign
+    finally:
+        cache.stop()
