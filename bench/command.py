@@ -19,7 +19,7 @@ ACCEPTS = {
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile"},
     "b4": {"replicas", "window", "per_pcs"},
-    "b5": {"replicas", "per_pcs", "profile"},
+    "b5": {"replicas", "per_pcs", "profile", "workers"},
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
 }
@@ -62,6 +62,8 @@ def bench(
                                                       "after the other on one stack, each beside its floor "
                                                       "(e.g. kube,none); default: the worker's "
                                                       "($GROVE_TEMPORAL_SCHEDULER_BACKEND)")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, max=2, help="b5: 1 (kill the worker, start it again) or 2 "
+                                                                  "(kill the leading one of two)")] = None,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
 ) -> None:
     """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
@@ -73,7 +75,7 @@ def bench(
     if scenario not in ACCEPTS:
         raise typer.BadParameter(f"unknown scenario {scenario!r}; one of {', '.join(ACCEPTS)}")
     given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "window": window,
-                             "per_pcs": per_pcs,
+                             "per_pcs": per_pcs, "workers": workers,
                              "profile": profile or None,
                              "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
                              "backends": _backends(backends)}

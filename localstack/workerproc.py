@@ -51,6 +51,7 @@ class WorkerProcess:
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     http_port: int = 0
+    name: str = ""  # tells apart the logs of several workers of one namespace
 
     def __post_init__(self) -> None:
         self.task_queue = self.task_queue or f"tq-{self.namespace}"
@@ -63,11 +64,11 @@ class WorkerProcess:
     @property
     def identity(self) -> str:
         """The leader-election identity the worker gives itself (worker.config: hostname-pid)."""
-        return f"{socket.gethostname()}-{self.pid}"
+        return self.extra_env.get("GROVE_TEMPORAL_IDENTITY") or f"{socket.gethostname()}-{self.pid}"
 
     @property
     def log_path(self) -> Path:
-        return self.log_dir / f"worker-{self.namespace}-{self.starts}.log"
+        return self.log_dir / f"worker-{self.namespace}{'-' + self.name if self.name else ''}-{self.starts}.log"
 
     def start(self) -> WorkerProcess:
         self.starts += 1

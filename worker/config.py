@@ -41,7 +41,10 @@ class WorkerSettings(BaseModel):
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_WATCH_NAMESPACE") or None,
         description="drive PodCliqueSets of this namespace only; None for all namespaces",
     )
-    identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    # hostname-pid (worker/leader.py reads it); GROVE_TEMPORAL_IDENTITY names it otherwise (B5 uses it to stand a
+    # worker on "another host", where a dead holder's PID tells nothing).
+    identity: str = Field(default_factory=lambda: os.environ.get("GROVE_TEMPORAL_IDENTITY")
+                          or f"{socket.gethostname()}-{os.getpid()}")
     activity_threads: int = Field(default=64, ge=1, le=1024)
     # Workflow tasks are CPU-bound Python under one GIL: more slots only slice the CPU thinner. After a worker restart
     # every workflow replays its history at once; with 100 slots on two loaded cores each of ~25 replays took over

@@ -37,6 +37,7 @@ class Nudges:
         self.versioned = False  # decided once per run, by VERSIONED_NUDGES_PATCH
         self.versions: dict[str, int] = {}  # kind -> newest resourceVersion a versioned nudge stood for
         self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
+        self.untimed = False  # an untimed nudge arrived since the last read from the apiserver
 
     def decide_timed(self) -> None:
         """Once per run, at its start: may timed (and versioned) nudges be told apart (patch markers in new
@@ -46,7 +47,7 @@ class Nudges:
 
     def received(self, nudge: Nudge | None) -> None:
         if nudge is None or not self.timed:
-            self.look_again = True
+            self.look_again = self.untimed = True
         elif nudge.versions and self.versioned:
             for kind, version in nudge.versions.items():
                 self.versions[kind] = max(version, self.versions.get(kind, version))
@@ -62,8 +63,11 @@ class Nudges:
             return False
         return self.observed_from is None or self.sent_at >= self.observed_from
 
-    def clock_pending(self) -> bool:
-        """A nudge without versions that the observation in force does not cover (judged by the clock)."""
+    def fresh_needed(self) -> bool:
+        """A nudge without versions that no read from the apiserver covers yet: one judged by the clock, or an
+        untimed one. A read from the watch cache answers neither (it has no clock, and nothing says what changed)."""
+        if self.untimed:
+            return True
         return self.sent_at is not None and (self.observed_from is None or self.sent_at >= self.observed_from)
 
     def unread_versions(self) -> dict[str, int]:
@@ -78,6 +82,8 @@ class Nudges:
     def observed(self, snapshot: ReplicaSnapshot, scheduled_at: datetime | None) -> None:
         """Remember when the observation in force began: the activity's own record, else (a snapshot from a worker
         that predates `read_from`) the workflow time the observe was scheduled, which is before any read."""
+        if not snapshot.from_cache:
+            self.untimed = False
         began = snapshot.read_from or scheduled_at
         if began is not None and (self.observed_from is None or began > self.observed_from):
             self.observed_from = began

@@ -219,10 +219,10 @@ class ReplicaWorkflow:
 
     def _may_read_cache(self) -> bool:
         """Not when this round may delete or recreate (a fresh read was asked for, a rolling update turn or an
-        operator's request is in hand), nor for a nudge without versions (judged by the clock, which a cache read
-        cannot answer), nor for a run's first round."""
+        operator's request is in hand), nor for a nudge without versions (judged by the clock, or untimed: a cache
+        read can answer neither), nor for a run's first round."""
         return not (self._fresh_next or self._rollout.active or self._controls.queued()
-                    or self._nudges.clock_pending() or self._snapshot is None)
+                    or self._nudges.fresh_needed() or self._snapshot is None)
 
     def _decide_fresh(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> bool:
         """A cached read, and a termination may be due (a breach past its deadline, or an operator's request)."""

@@ -35,7 +35,8 @@ async def _observes(handle: WorkflowHandle) -> int:  # type: ignore[type-arg]
     history = await handle.fetch_history()
     return sum(1 for e in history.events
                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-               and e.activity_task_scheduled_event_attributes.activity_type.name == "observe_replica")
+               and e.activity_task_scheduled_event_attributes.activity_type.name in ("observe_replica",
+                                                                                      "observe_replica_cached"))
 
 
 async def _quiet(handle: WorkflowHandle, seconds: float = 3.0) -> int:  # type: ignore[type-arg]
