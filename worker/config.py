@@ -62,7 +62,8 @@ class WorkerSettings(BaseModel):
                                                         "off: every observation lists from the apiserver")
     # The watcher's Lease. A standby keeps its watches warm, so hand-over costs little but the wait: a leader killed
     # with -9 is replaced lease_seconds after its last renewal (plus one retry). client-go's defaults (15/10/2 s)
-    # made that 17 s; these make it about 4 s, at one GET+PUT per second by the leader and one GET by each standby.
+    # made that 17 s; these make it about 4 s, at one PUT per second by the leader (from its own last write, no GET)
+    # and one GET per second by each standby.
     lease_seconds: int = Field(default=3, ge=1)
     lease_renew_every: float = Field(default=1.0, gt=0)
     lease_retry_every: float = Field(default=1.0, gt=0)

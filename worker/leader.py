@@ -91,8 +91,31 @@ class LeaseElector:
         self._observed_at = 0.0  # monotonic time it was first seen
         self.is_leader = False
         self.pid_namespace = pid_namespace()
+        self._written: dict[str, Any] | None = None  # the Lease as our last write left it (with its resourceVersion)
+
+    def _renew_written(self) -> bool | None:
+        """Renew from our own last write, without reading first: one request per renewal. None when there is no
+        such write, or someone else wrote since (409): then read and decide as usual."""
+        lease = self._written
+        if lease is None:
+            return None
+        now = datetime.now(UTC)
+        lease = {**lease, "spec": {**lease["spec"], "renewTime": _micro_time(now)}}
+        try:
+            self._written = self.kube.replace(LEASES, self.namespace, self.name, lease)
+            return True
+        except KubeError as exc:
+            self._written = None
+            if exc.conflict or exc.not_found:
+                return None
+            raise
 
     def _try_acquire_or_renew(self) -> bool:
+        if self.is_leader:
+            renewed = self._renew_written()
+            if renewed is not None:
+                return renewed
+        self._written = None
         now = datetime.now(UTC)
         lease = self.kube.get(LEASES, self.namespace, self.name)
         spec = {
@@ -109,7 +132,7 @@ class LeaseElector:
                 "spec": {**spec, "acquireTime": _micro_time(now), "leaseTransitions": 0},
             }
             try:
-                self.kube.create(LEASES, self.namespace, body)
+                self._written = self.kube.create(LEASES, self.namespace, body)
                 return True
             except KubeError as exc:
                 if exc.conflict:
@@ -138,7 +161,7 @@ class LeaseElector:
         lease["spec"] = spec  # full replace with the read resourceVersion: a concurrent writer gets 409
         lease.setdefault("metadata", {})["annotations"] = {**annotations, PID_NAMESPACE_ANNOTATION: self.pid_namespace}
         try:
-            self.kube.replace(LEASES, self.namespace, self.name, lease)
+            self._written = self.kube.replace(LEASES, self.namespace, self.name, lease)
             return True
         except KubeError as exc:
             if exc.conflict:
@@ -146,6 +169,7 @@ class LeaseElector:
             raise
 
     def _release(self) -> None:
+        self._written = None
         lease = self.kube.get(LEASES, self.namespace, self.name)
         if not lease or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
             return

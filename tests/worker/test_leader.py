@@ -110,3 +110,34 @@ async def test_a_leader_that_becomes_unfit_hands_the_lease_to_another_worker_at_
     finally:
         stop.set()
         await asyncio.gather(*running, return_exceptions=True)
+
+
+def test_a_leader_renews_with_one_request_and_reads_again_once_someone_else_wrote(
+        kube: ApiClient, namespace: str) -> None:
+    """The Lease is renewed every second: a renewal is one PUT from the leader's own last write, no GET. A write by
+    anyone else (409) sends it back to reading and deciding."""
+    calls: list[str] = []
+
+    class Counted(Kube):
+        def get(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append("get")
+            return super().get(*args, **kwargs)
+
+        def replace(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append("put")
+            return super().replace(*args, **kwargs)
+
+    client = Counted(kube)
+    elector = LeaseElector(client, namespace=namespace, name="renew", identity=f"{HOST}-{os.getpid()}")
+    assert elector._try_acquire_or_renew()
+    elector.is_leader = True
+    calls.clear()
+    for _ in range(3):
+        assert elector._try_acquire_or_renew()
+    assert calls == ["put"] * 3
+
+    lease = client.get(LEASES, namespace, "renew")
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = "someone-else"
+    client.replace(LEASES, namespace, "renew", lease)
+    assert not elector._try_acquire_or_renew(), "someone else holds it now, and it has not expired"
