@@ -11,6 +11,7 @@ Rules all of them keep:
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 from collections.abc import Callable
@@ -61,6 +62,7 @@ from grove.release import base_lagging
 from workflows.contract import (
     DELETE_REPLICA,
     ENSURE_REPLICA,
+    ENSURE_REPLICA_CACHED,
     MIRROR_STATUS,
     OBSERVE_REPLICA,
     OBSERVE_REPLICA_CACHED,
@@ -164,7 +166,37 @@ class ReplicaActivities:
     @translating_errors("materialise replica")
     def ensure_replica(self, ref: ReplicaRef) -> EnsureResult:
         """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
-        view = read_replica(self.kube, ref, with_scaling_groups=True)
+        return self._ensure_on(read_replica(self.kube, ref, with_scaling_groups=True), ref)
+
+    @activity.defn(name=ENSURE_REPLICA_CACHED)
+    @translating_errors("materialise replica")
+    def ensure_replica_cached(self, request: CachedObserveRequest) -> EnsureResult:
+        """ensure_replica on the watch cache's view (once it has reached `at_least`: what the round decided on).
+        Creates and updates are idempotent and refused by the apiserver where stale (409), so the cache may drive
+        them; a deletion is not taken on it: if any is due, the replica is read from the apiserver and materialised
+        again on that read, deletions included (issue 17)."""
+        ref = request.ref
+        view = None
+        if self.cache is not None:
+            try:
+                view = read_replica_cached(self.cache, ref, request.at_least)
+            except NotFresh as why:
+                log.debug("%s: materialising on an apiserver read: %s", ref, why)
+        if view is None:
+            return self.ensure_replica(ref)
+        view = copy.deepcopy(view)  # the materialiser marks what it changes on the objects: never on the cache's own
+        result = self._ensure_on(view, ref, defer_deletes=True)
+        if result.deferred:
+            log.info("%s: deletions due (%s): reading the apiserver before taking them", ref,
+                     _short_list(list(result.deferred)))
+            fresh = self._ensure_on(read_replica(self.kube, ref, with_scaling_groups=True), ref)
+            return fresh.model_copy(update={"created": result.created + fresh.created,
+                                            "updated": result.updated + fresh.updated,
+                                            "deferred": result.deferred})
+        return result.model_copy(update={"snapshot": result.snapshot.model_copy(
+            update={"from_cache": True, "read_from": None})})
+
+    def _ensure_on(self, view: ClusterView, ref: ReplicaRef, *, defer_deletes: bool = False) -> EnsureResult:
         counts = view.counts()
         spec = read_spec(view.pcs, ref, self.scheduling, counts)
         if spec.state is not PcsState.PRESENT:
@@ -176,13 +208,14 @@ class ReplicaActivities:
                 type=INVALID_SPEC,
                 non_retryable=True,
             )
-        changes = _Materialiser(self.kube, view, spec, ref)
+        changes = _Materialiser(self.kube, view, spec, ref, defer_deletes=defer_deletes)
         changes.run()
         report_clamped(self.kube, ref, counts, spec.plan)
         return EnsureResult(
             created=tuple(changes.created),
             deleted=tuple(changes.deleted),
             updated=tuple(changes.updated),
+            deferred=tuple(changes.deferred),
             snapshot=snapshot(view, spec),
         )
 
@@ -344,7 +377,8 @@ def _short_list(items: list[str], limit: int = 12) -> str:
 class _Materialiser:
     """Converges one replica's objects towards its plan, recording what it changed."""
 
-    def __init__(self, kube: Kube, view: ClusterView, spec: SpecReading, ref: ReplicaRef) -> None:
+    def __init__(self, kube: Kube, view: ClusterView, spec: SpecReading, ref: ReplicaRef, *,
+                 defer_deletes: bool = False) -> None:
         assert spec.plan is not None and spec.pcs is not None and view.pcs is not None
         self.kube = kube
         self.view = view
@@ -358,6 +392,9 @@ class _Materialiser:
         self.created: list[str] = []
         self.deleted: list[str] = []
         self.updated: list[str] = []
+        # On a cached view nothing is deleted: what would be is listed here, and deleted on a fresh read instead.
+        self.defer_deletes = defer_deletes
+        self.deferred: list[str] = []
         self.native = NativeGangs(kube, self.plan, spec.backend, names.replica_selector(ref.pcs, ref.replica))
 
     def run(self) -> None:
@@ -369,6 +406,13 @@ class _Materialiser:
         self.ensure_pods()
         self.update_references()
         self.delete_surplus_gangs()
+
+    def _delete(self, resource: Any, name: str, obj: JSON, propagation: str = "Background") -> bool:
+        """Delete our object by UID; on a cached view, only note that it is due (ensure_replica_cached)."""
+        if self.defer_deletes:
+            self.deferred.append(f"{resource.kind}/{name}")
+            return False
+        return bool(self.kube.delete(resource, self.namespace, name, uid=uid_of(obj), propagation=propagation))
 
     def _create(self, resource: Any, body: JSON) -> JSON | None:
         obj = self._create_quietly(resource, body)
@@ -411,7 +455,7 @@ class _Materialiser:
         for name, obj in existing.items():
             if (name not in planned and ours(obj) and not terminating(obj)
                     and controller_uid(obj) == self.ref.pcs_uid
-                    and self.kube.delete(SCALINGGROUPS, self.namespace, name, uid=uid_of(obj))):
+                    and self._delete(SCALINGGROUPS, name, obj)):
                 self.deleted.append(f"PodCliqueScalingGroup/{name}")
         self.view.pcsgs = existing
 
@@ -451,8 +495,7 @@ class _Materialiser:
         # Highest scaling-group replica indices first, so an interrupted scale-in never leaves a gap.
         for name, obj in scale_in_order(self.view.pclqs):
             if (name not in planned and ours(obj) and not terminating(obj) and ownership.within_replica(obj, self.ref.pcs_uid, groups)
-                    and self.kube.delete(PODCLIQUES, self.namespace, name, uid=uid_of(obj),
-                                         propagation="Foreground")):
+                    and self._delete(PODCLIQUES, name, obj, propagation="Foreground")):
                 self.deleted.append(f"PodClique/{name}")
                 obj.setdefault("metadata", {})["deletionTimestamp"] = "pending"
 
@@ -501,7 +544,7 @@ class _Materialiser:
                 self.created.append(f"Pod/{body['metadata']['name']}")
                 self.view.pods[body["metadata"]["name"]] = obj
         for pod_name, pod in surplus:
-            if self.kube.delete(PODS, self.namespace, pod_name, uid=uid_of(pod)):
+            if self._delete(PODS, pod_name, pod):
                 self.deleted.append(f"Pod/{pod_name}")
                 pod["metadata"]["deletionTimestamp"] = "pending"
 
@@ -523,7 +566,7 @@ class _Materialiser:
         for name, obj in list(self.view.gangs.items()):
             if (name not in planned and ours(obj) and not terminating(obj)
                     and controller_uid(obj) == self.ref.pcs_uid
-                    and self.kube.delete(PODGANGS, self.namespace, name, uid=uid_of(obj))):
+                    and self._delete(PODGANGS, name, obj)):
                 self.deleted.append(f"PodGang/{name}")
                 obj.setdefault("metadata", {})["deletionTimestamp"] = "pending"
 

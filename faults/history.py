@@ -18,6 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from workflows.contract import (
     ENSURE_REPLICA,
+    ENSURE_REPLICA_CACHED,
     OBSERVE_REPLICA,
     OBSERVE_REPLICA_CACHED,
     RECREATE_FOR_UPDATE,
@@ -137,20 +138,21 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
                                                        event.event_time.ToDatetime(tzinfo=UTC),
                                                        _decode(attrs.input, RecreateRequest), read_at))
             if pending is not None:
-                if name != ENSURE_REPLICA:
+                if name not in (ENSURE_REPLICA, ENSURE_REPLICA_CACHED):
                     evaluated(pending)
                 pending = None
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
-            if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED, ENSURE_REPLICA):
+            if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED, ENSURE_REPLICA, ENSURE_REPLICA_CACHED):
                 read_at = scheduled_event.event_time.ToDatetime(tzinfo=UTC)
             if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED):
                 pending = _decode(attrs_done.result, ReplicaSnapshot)
                 from_cache = pending.from_cache
-            elif name == ENSURE_REPLICA:
-                evaluated(_decode(attrs_done.result, EnsureResult).snapshot)
-                from_cache = False
+            elif name in (ENSURE_REPLICA, ENSURE_REPLICA_CACHED):
+                ensured = _decode(attrs_done.result, EnsureResult).snapshot
+                evaluated(ensured)
+                from_cache = ensured.from_cache
             elif name == TERMINATE_GANG:
                 digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
                                                  completed_at=event.event_time.ToDatetime(tzinfo=UTC)))

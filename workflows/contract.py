@@ -60,6 +60,7 @@ def rollout_workflow_id(namespace: str, pcs: str, pcs_uid: str) -> str:
 OBSERVE_REPLICA = "observe_replica"
 OBSERVE_REPLICA_CACHED = "observe_replica_cached"  # from the worker's watch cache (activities/watch_cache.py)
 ENSURE_REPLICA = "ensure_replica"
+ENSURE_REPLICA_CACHED = "ensure_replica_cached"  # on the watch cache; deletions only on a fresh read
 RELEASE_GATES = "release_gates"
 MIRROR_STATUS = "mirror_status"
 RECORD_EVENT = "record_event"

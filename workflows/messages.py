@@ -127,6 +127,8 @@ class EnsureResult(Message):
     created: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     updated: tuple[str, ...] = ()
+    deferred: tuple[str, ...] = Field(
+        default=(), description="deletions a cached view called for, taken on a fresh read instead")
     snapshot: ReplicaSnapshot
 
 

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import (
         DELETE_REPLICA,
         ENSURE_REPLICA,
+        ENSURE_REPLICA_CACHED,
         FORCE_TERMINATE,
         MIRROR_STATUS,
         NUDGE_SIGNAL,
@@ -220,9 +221,10 @@ class ReplicaWorkflow:
     def _may_read_cache(self) -> bool:
         """Not when this round may delete or recreate (a fresh read was asked for, a rolling update turn or an
         operator's request is in hand), nor for a nudge without versions (judged by the clock, or untimed: a cache
-        read can answer neither), nor for a run's first round."""
+        read can answer neither). A run's first round may: where the cache lacks the PodCliqueSet, the activity
+        reads the apiserver."""
         return not (self._fresh_next or self._rollout.active or self._controls.queued()
-                    or self._nudges.fresh_needed() or self._snapshot is None)
+                    or self._nudges.fresh_needed())
 
     def _decide_fresh(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> bool:
         """A cached read, and a termination may be due (a breach past its deadline, or an operator's request)."""
@@ -288,9 +290,14 @@ class ReplicaWorkflow:
         self.state.topology, self.state.release_after = snapshot.topology, snapshot.release_after
         if not snapshot.drift:
             return snapshot
+        # After a read from the cache, on the cache too (once it has seen as much; deletions go to a fresh read).
+        # After a fresh read, on a fresh read: a LIST's version is the store's, past what a watch of one kind may
+        # ever deliver, so a cache could not be waited on to reach it.
+        name, arg = ((ENSURE_REPLICA_CACHED, CachedObserveRequest(ref=self.ref, at_least=snapshot.read_versions))
+                     if snapshot.from_cache else (ENSURE_REPLICA, self.ref))
         try:
             result = await self._activity(
-                ENSURE_REPLICA, self.ref, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
+                name, arg, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
                 raise_on=("InvalidPodCliqueSet",),
             )
         except ApplicationError as err:  # became invalid between observe and ensure

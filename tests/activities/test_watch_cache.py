@@ -92,5 +92,19 @@ def test_a_replica_read_from_the_watch_cache_is_the_fresh_read_and_waits_for_nud
         view = read_replica_cached(cache, ref, {"Pod": foreign_version})
         assert ("Pod", "wc-0-a-7") in view.foreign and "wc-0-a-7" not in view.pods
         assert view.foreign == read_replica(client, ref).foreign
+        client.delete(PODS, namespace, "wc-0-a-7")
+        _until(lambda: not read_replica_cached(cache, ref).foreign, "the cache to hear of the deletion")
+
+        # Materialising on the cache creates; a deletion it calls for is taken on a fresh read instead.
+        ensured = activities.ensure_replica_cached(CachedObserveRequest(ref=ref))
+        assert ensured.created and not ensured.deleted and not ensured.deferred
+        assert ensured.snapshot.from_cache
+        surplus = manifests.pod_manifest(model, plan, "wc-0-a", 0, owner=pod_owner)
+        surplus["metadata"]["name"] = "wc-0-a-5"
+        surplus_version = resource_version(client.create(PODS, namespace, surplus))
+        assert surplus_version is not None
+        ensured = activities.ensure_replica_cached(CachedObserveRequest(ref=ref, at_least={"Pod": surplus_version}))
+        assert ensured.deferred == ("Pod/wc-0-a-5",) and ensured.deleted == ("Pod/wc-0-a-5",)
+        assert not ensured.snapshot.from_cache, "the deletion was decided on the fresh read"
     finally:
         cache.stop()

@@ -62,7 +62,8 @@ def test_metrics_health_traces_and_logs(cluster: Cluster, observed_worker: Worke
     spans = _console_spans(text)
     started = {s["context"]["trace_id"] for s in spans if s["name"] == "StartWorkflow:ReplicaWorkflow"}
     runs = {s["context"]["trace_id"] for s in spans if s["name"] == "RunWorkflow:ReplicaWorkflow"}
-    activities = {s["context"]["trace_id"] for s in spans if s["name"] == "RunActivity:observe_replica"}
+    activities = {s["context"]["trace_id"] for s in spans
+                  if s["name"] in ("RunActivity:observe_replica", "RunActivity:observe_replica_cached")}
     assert started and runs and started & runs, "replica workflows started by the reconciler continue its trace"
     assert runs & activities, "activities are traced inside the replica workflow's trace"
 

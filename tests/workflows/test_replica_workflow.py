@@ -102,6 +102,11 @@ class ScriptedCluster:
         def ensure(ref: ReplicaRef) -> EnsureResult:
             return EnsureResult(snapshot=self.snapshot())
 
+        @activity.defn(name=contract.ENSURE_REPLICA_CACHED)
+        def ensure_cached(request: CachedObserveRequest) -> EnsureResult:
+            return EnsureResult(snapshot=self.snapshot(self.cache_ready).model_copy(
+                update={"from_cache": True, "read_from": None}))
+
         @activity.defn(name=contract.RELEASE_GATES)
         def release(request: ReleaseRequest) -> ReleaseResult:
             return ReleaseResult(released=tuple(request.pods))
@@ -127,7 +132,7 @@ class ScriptedCluster:
         def delete(ref: ReplicaRef) -> DeleteReplicaResult:
             return DeleteReplicaResult()
 
-        return [observe, observe_cached, ensure, release, mirror, record, terminate, delete]
+        return [observe, observe_cached, ensure, ensure_cached, release, mirror, record, terminate, delete]
 
 
 @pytest_asyncio.fixture(loop_scope="session")
