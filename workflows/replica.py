@@ -160,6 +160,14 @@ class ReplicaWorkflow:
             await self._wait()
 
     async def _round(self) -> ReplicaOutcome | None:
+        outcome = await self._round_on_a_read()
+        if outcome is None and self._fresh_next:
+            # That round read the cache and found something destructive due: decide it now, on a fresh read (not in
+            # a later round: a continue-as-new in between would start the next run on the cache again).
+            outcome = await self._round_on_a_read()
+        return outcome
+
+    async def _round_on_a_read(self) -> ReplicaOutcome | None:
         snapshot = await self._observe()
         if snapshot.pcs_state is not PcsState.PRESENT:
             return self._outcome(Phase.DELETED, f"PodCliqueSet {snapshot.pcs_state.value.lower()}; objects go "
@@ -191,9 +199,9 @@ class ReplicaWorkflow:
         self._snapshot, self._evaluation = snapshot, evaluation
         termination = None
         if self._decide_fresh(snapshot, evaluation):
-            # Something destructive may be due, but this round read the cache: look again at once, from the
-            # apiserver, and decide on that (a cache that lags would otherwise delete on what it has not heard yet).
-            self._fresh_next = self._nudges.look_again = True
+            # Something destructive may be due, but this round read the cache: decide on a fresh read from the
+            # apiserver, made at once (a cache that lags would otherwise delete on what it has not heard yet).
+            self._fresh_next = True
         else:
             termination = self._next_termination(topology, evaluation)
         self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
@@ -238,7 +246,7 @@ class ReplicaWorkflow:
         if not self._rollout.active:
             return frozenset()
         if snapshot.from_cache:  # a turn granted during this round: act on it after a fresh read, at once
-            self._fresh_next = self._nudges.look_again = True
+            self._fresh_next = True
         hold = self.state.paused or self._held or snapshot.from_cache
         updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity)
         if self._rollout.step is not None and self._rollout.step.acts and not hold:

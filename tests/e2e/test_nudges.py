@@ -61,6 +61,10 @@ async def test_a_nudge_sent_before_the_last_observation_began_brings_no_round_an
     assert any(TIMED_NUDGES_PATCH.encode() in m.SerializeToString() for m in markers), \
         "a new workflow takes the timed-nudges path"
 
+    # Routine rounds read the watch cache, which has no clock: an untimed nudge makes the next round read the
+    # apiserver, and from then on a nudge judged by the clock is covered if it was sent before that read began.
+    await handle.signal(NUDGE_SIGNAL)
+    await _quiet(handle)
     before = await _quiet(handle)
     await handle.signal(NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC) - timedelta(hours=1)))
     assert await _quiet(handle) == before, "a nudge older than the last observation is already covered"
