@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from localstack.stack import LocalStack
     from localstack.temporal import TemporalDevServer
 
-SUGGEST_AFTER_EVENTS = 18  # one observe-and-mirror round after a nudge is about that many (four patch markers included)
+SUGGEST_AFTER_EVENTS = 18  # one observe-and-mirror round after a nudge is about that many (a run's patch markers included)
 DELAY_S = 10
 
 
