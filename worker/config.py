@@ -58,7 +58,7 @@ class WorkerSettings(BaseModel):
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,
         description="where the watcher's Lease lives; default: the watched namespace, else 'default'",
     )
-    watch_cache: bool = Field(default=True, description="observe replicas from a watch cache in this worker (issue 17); "
+    watch_cache: bool = Field(default=True, description="observe replicas from a watch cache in this worker; "
                                                         "off: every observation lists from the apiserver")
     # The watcher's Lease. A standby keeps its watches warm, so hand-over costs little but the wait: a leader killed
     # with -9 is replaced lease_seconds after its last renewal (plus one retry). client-go's defaults (15/10/2 s)

@@ -120,10 +120,13 @@ async def _storm_one_replica(name: str, concurrency: int, cluster: Cluster, stor
     status = await replica.wait_phase(Phase.AVAILABLE, timeout=60)
 
     async def all_runs() -> list[WorkflowExecution] | None:  # visibility catches up with the last hand-over
+        nonlocal status  # read again: the round after resume may itself hand over (past the history cap)
+        status = await replica.status()
         found = [e async for e in temporal_client.list_workflows(f"WorkflowId = '{replica.workflow_id}'")]
         return sorted(found, key=lambda e: e.start_time) if len(found) == status.runs else None
 
-    runs: list[WorkflowExecution] = await await_for(all_runs, timeout=30, what=f"{status.runs} runs listed")
+    # Visibility is eventually consistent, and slow on a loaded machine (CI, after 20,000 signals): wait longer.
+    runs: list[WorkflowExecution] = await await_for(all_runs, timeout=90, what=f"{status.runs} runs listed")
     assert runs[0].run_id == first_run
     per_run: list[tuple[int, int, int]] = []
     for run in runs:

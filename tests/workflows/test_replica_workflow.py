@@ -210,6 +210,7 @@ async def test_a_termination_is_never_decided_on_the_watch_cache_alone(client: C
         await _until(handle, lambda s: s.terminations_total == 1, timeout=DELAY.total_seconds() + 15)
         assert "observe (cache)" in cluster.calls, "the routine rounds read the cache"
         assert _decided_on(cluster.calls) == ["observe"], f"decided on a cached read: {cluster.calls}"
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)  # the new incarnation, seen available
 
         # Breach again; the cluster heals before the deadline, but the cache never hears of it.
         cluster.ready = 1
