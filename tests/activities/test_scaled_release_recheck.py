@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, Kube, pod_gated
+from activities.kubeapi import PODCLIQUES, PODS, Kube, pod_gated
 from grove import manifests, names
-from grove.plan import plan_replica
-from grove.validation import parse_pcs
+from tests.activities.objects import create_pcs
 from workflows.messages import ReleaseRequest, ReplicaRef
 
 if TYPE_CHECKING:
@@ -33,13 +32,7 @@ def test_a_scaled_gate_stays_while_a_fresh_read_shows_the_base_gang_unscheduled(
     from activities.replica import ReplicaActivities
 
     client = Kube(kube)
-    body = _pcs(namespace)
-    model, problems = parse_pcs(body)
-    assert model is not None and not problems, problems
-    plan = plan_replica(model, 0)
-    pcs_obj = client.create(PODCLIQUESETS, namespace, body)
-    owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUESET, "rc",
-                                      pcs_obj["metadata"]["uid"])
+    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
     pods: dict[str, dict[str, Any]] = {}
     for pclq in plan.pod_cliques:  # PodCliques owned by the PCS directly: enough for the read under test
         obj = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, pclq.name, owner=owner))

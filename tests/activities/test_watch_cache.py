@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, Kube, resource_version
+from activities.kubeapi import PODCLIQUES, PODS, Kube, resource_version
 from activities.observe import read_replica, read_replica_cached
 from activities.watch_cache import NotFresh, WatchCache
 from grove import manifests, names
-from grove.plan import plan_replica
-from grove.validation import parse_pcs
+from tests.activities.objects import create_pcs
 from workflows.messages import CachedObserveRequest, ReplicaRef
 
 if TYPE_CHECKING:
@@ -41,13 +40,8 @@ def test_a_replica_read_from_the_watch_cache_is_the_fresh_read_and_waits_for_nud
     from activities.replica import ReplicaActivities
 
     client = Kube(kube)
-    body = _pcs(namespace)
-    model, problems = parse_pcs(body)
-    assert model is not None and not problems, problems
-    plan = plan_replica(model, 0)
-    pcs_obj = client.create(PODCLIQUESETS, namespace, body)
+    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
     ref = ReplicaRef(namespace=namespace, pcs="wc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUESET, "wc", ref.pcs_uid)
     pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "wc-0-a", owner=owner))
     pod_owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, "wc-0-a",
                                           pclq["metadata"]["uid"])
