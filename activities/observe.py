@@ -85,9 +85,6 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Tru
     pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
     selector = names.replica_selector_with_other_controllers(ref.pcs, ref.replica)
 
-    def by_name(items: list[JSON]) -> dict[str, JSON]:
-        return {name_of(obj): obj for obj in items}
-
     view = ClusterView(pcs=pcs, read_from=read_from)
     if pcs is None:
         return view
@@ -98,14 +95,8 @@ def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = Tru
     resources = [PODCLIQUES, PODS, PODGANGS] + ([SCALINGGROUPS] if with_scaling_groups else [])
     listings = fan_out([functools.partial(kube.list, r, ref.namespace, label_selector=selector) for r in resources])
     view.versions = _read_versions([(PODCLIQUESETS, pcs)] + list(zip(resources, listings, strict=True)))
-    listed = [list(listing.get("items") or []) for listing in listings]
-    for resource, items in zip(resources, listed, strict=True):
-        view.foreign += [(resource.kind, name_of(obj)) for obj in items if not ours(obj)]
-    listed = [[obj for obj in items if ours(obj)] for items in listed]
-    view.pclqs, view.pods, view.gangs = (by_name(items) for items in listed[:3])
-    if with_scaling_groups:
-        view.pcsgs = by_name(listed[3])
-    return view
+    return _sorted_into(view, {resource.kind: list(listing.get("items") or [])
+                               for resource, listing in zip(resources, listings, strict=True)})
 
 
 def read_replica_cached(cache: WatchCache, ref: ReplicaRef, at_least: dict[str, int] | None = None) -> ClusterView:
@@ -119,11 +110,18 @@ def read_replica_cached(cache: WatchCache, ref: ReplicaRef, at_least: dict[str, 
     view = ClusterView(pcs=pcs, read_from=read_from, versions=versions)
     if len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
         return view
-    for kind, objects in items.items():
+    return _sorted_into(view, items)
+
+
+def _sorted_into(view: ClusterView, by_kind: dict[str, list[JSON]]) -> ClusterView:
+    """Put a replica's objects, kind -> list as read, into the view: the Grove operator's as foreign, ours by name
+    (PCSGs only when they were read)."""
+    for kind, objects in by_kind.items():
         view.foreign += [(kind, name_of(obj)) for obj in objects if not ours(obj)]
-    mine = {kind: {name_of(obj): obj for obj in objects if ours(obj)} for kind, objects in items.items()}
+    mine = {kind: {name_of(obj): obj for obj in objects if ours(obj)} for kind, objects in by_kind.items()}
     view.pclqs, view.pods, view.gangs = mine[PODCLIQUES.kind], mine[PODS.kind], mine[PODGANGS.kind]
-    view.pcsgs = mine[SCALINGGROUPS.kind]
+    if SCALINGGROUPS.kind in mine:
+        view.pcsgs = mine[SCALINGGROUPS.kind]
     return view
 
 

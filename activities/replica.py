@@ -147,19 +147,23 @@ class ReplicaActivities:
     def observe_replica_cached(self, request: CachedObserveRequest) -> ReplicaSnapshot:
         """Routine observation from the watch cache; from the apiserver where the cache cannot serve it (not synced,
         behind the nudges' versions, the PodCliqueSet not there). Only the cached kind is marked `from_cache`."""
+        view = self._cached_view(request, "observing")
         if self.cache is not None:
-            try:
-                view = read_replica_cached(self.cache, request.ref, request.at_least)
-            except NotFresh as why:
-                CACHED_READS.labels("apiserver").inc()
-                log.debug("%s: observing from the apiserver: %s", request.ref, why)
-            else:
-                CACHED_READS.labels("cache").inc()
-                found = snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts()))
-                # No read_from: a nudge judged by the clock is never covered by the cache (the workflow reads the
-                # apiserver for those), only by versions.
-                return found.model_copy(update={"from_cache": True, "read_from": None})
-        return self.observe_replica(request.ref)
+            CACHED_READS.labels("apiserver" if view is None else "cache").inc()
+        if view is None:
+            return self.observe_replica(request.ref)
+        found = snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts()))
+        return _as_cached(found)
+
+    def _cached_view(self, request: CachedObserveRequest, doing: str) -> ClusterView | None:
+        """The replica from the watch cache once it has reached `at_least`; None where it cannot serve it."""
+        if self.cache is None:
+            return None
+        try:
+            return read_replica_cached(self.cache, request.ref, request.at_least)
+        except NotFresh as why:
+            log.debug("%s: %s on an apiserver read: %s", request.ref, doing, why)
+            return None
 
     # --- materialise ---------------------------------------------------------------------------------------------
     @activity.defn(name=ENSURE_REPLICA)
@@ -176,12 +180,7 @@ class ReplicaActivities:
         them; a deletion is not taken on it: if any is due, the replica is read from the apiserver and materialised
         again on that read, deletions included (issue 17)."""
         ref = request.ref
-        view = None
-        if self.cache is not None:
-            try:
-                view = read_replica_cached(self.cache, ref, request.at_least)
-            except NotFresh as why:
-                log.debug("%s: materialising on an apiserver read: %s", ref, why)
+        view = self._cached_view(request, "materialising")
         if view is None:
             return self.ensure_replica(ref)
         view = copy.deepcopy(view)  # the materialiser marks what it changes on the objects: never on the cache's own
@@ -193,8 +192,7 @@ class ReplicaActivities:
             return fresh.model_copy(update={"created": result.created + fresh.created,
                                             "updated": result.updated + fresh.updated,
                                             "deferred": result.deferred})
-        return result.model_copy(update={"snapshot": result.snapshot.model_copy(
-            update={"from_cache": True, "read_from": None})})
+        return result.model_copy(update={"snapshot": _as_cached(result.snapshot)})
 
     def _ensure_on(self, view: ClusterView, ref: ReplicaRef, *, defer_deletes: bool = False) -> EnsureResult:
         counts = view.counts()
@@ -347,6 +345,12 @@ class ReplicaActivities:
     @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:
         events.record(self.kube, request.ref, request.reason, request.message, type=request.type)
+
+
+def _as_cached(found: ReplicaSnapshot) -> ReplicaSnapshot:
+    """Marked as read from the cache, and without read_from: a nudge judged by the clock is never covered by the
+    cache (the workflow reads the apiserver for those), only by versions."""
+    return found.model_copy(update={"from_cache": True, "read_from": None})
 
 
 def pcs_still_ours(kube: Kube, ref: ReplicaRef) -> bool:

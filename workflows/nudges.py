@@ -59,16 +59,16 @@ class Nudges:
         nudge without versions sent at or after that observation began."""
         if any(version > self.read_versions.get(kind, -1) for kind, version in self.versions.items()):
             return True
-        if self.sent_at is None:
-            return False
-        return self.observed_from is None or self.sent_at >= self.observed_from
+        return self._clock_pending()
+
+    def _clock_pending(self) -> bool:
+        """A nudge judged by the clock, sent at or after the observation in force began (or before any)."""
+        return self.sent_at is not None and (self.observed_from is None or self.sent_at >= self.observed_from)
 
     def fresh_needed(self) -> bool:
         """A nudge without versions that no read from the apiserver covers yet: one judged by the clock, or an
         untimed one. A read from the watch cache answers neither (it has no clock, and nothing says what changed)."""
-        if self.untimed:
-            return True
-        return self.sent_at is not None and (self.observed_from is None or self.sent_at >= self.observed_from)
+        return self.untimed or self._clock_pending()
 
     def unread_versions(self) -> dict[str, int]:
         """kind -> the newest nudged resourceVersion past what the observation in force read: what a read from the
