@@ -27,6 +27,8 @@ from workflows.contract import (
 from workflows.messages import EnsureResult, RecreateRequest, ReplicaSnapshot, TerminateRequest
 
 T = TypeVar("T")
+OBSERVES = (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED)  # a round's read, from the apiserver or the watch cache
+ENSURES = (ENSURE_REPLICA, ENSURE_REPLICA_CACHED)  # materialising, whose result replaces the round's read
 
 
 def _decode(payloads: Any, kind: type[T]) -> T:
@@ -138,18 +140,18 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
                                                        event.event_time.ToDatetime(tzinfo=UTC),
                                                        _decode(attrs.input, RecreateRequest), read_at))
             if pending is not None:
-                if name not in (ENSURE_REPLICA, ENSURE_REPLICA_CACHED):
+                if name not in ENSURES:
                     evaluated(pending)
                 pending = None
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
-            if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED, ENSURE_REPLICA, ENSURE_REPLICA_CACHED):
+            if name in OBSERVES + ENSURES:
                 read_at = scheduled_event.event_time.ToDatetime(tzinfo=UTC)
-            if name in (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED):
+            if name in OBSERVES:
                 pending = _decode(attrs_done.result, ReplicaSnapshot)
                 from_cache = pending.from_cache
-            elif name in (ENSURE_REPLICA, ENSURE_REPLICA_CACHED):
+            elif name in ENSURES:
                 ensured = _decode(attrs_done.result, EnsureResult).snapshot
                 evaluated(ensured)
                 from_cache = ensured.from_cache
