@@ -24,6 +24,7 @@ from temporalio import client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from worker.heartbeats import KeepAliveInterceptor
 from workflows.nudge_versions import NudgeVersionsInterceptor
 
 DEFAULT_SERVICE_NAME = "grove-temporal"
@@ -62,10 +63,10 @@ def configure_tracing(environ: dict[str, str] | None = None) -> TracerProvider |
 
 
 def client_interceptors() -> list[client.Interceptor]:
-    """Tracing (always on: with no tracer provider installed, OpenTelemetry's no-op tracer makes it free) and the
-    nudge versions header. Both are worker interceptors too: a Worker built on this client applies them to its
-    workflows."""
-    return [TracingInterceptor(), NudgeVersionsInterceptor()]
+    """Tracing (always on: with no tracer provider installed, OpenTelemetry's no-op tracer makes it free), the
+    nudge versions header and activity heartbeats. All are worker interceptors too: a Worker built on this client
+    applies them to its workflows and activities."""
+    return [TracingInterceptor(), NudgeVersionsInterceptor(), KeepAliveInterceptor()]
 
 
 @dataclass

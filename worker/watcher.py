@@ -97,6 +97,7 @@ Versions = dict[str, int]  # kind -> resourceVersion of the newest watch event a
 # three minutes after the partition had ended (fault smoke, a worker cut off from Temporal for 9 s), holding that
 # replica's nudges back the whole time; with one it fails, is kept, and is sent again.
 RPC_TIMEOUT = timedelta(seconds=10)
+RECONCILER_RETRY_SECONDS = (1.0, 10.0)  # back-off between failed pcs_changed signals to the reconciler
 # A worker taking the watcher over nudges the replicas that changed this long before: longer than any nudge takes to
 # be sent, with room for the old leader's last failed attempts (it steps down after 5 s of them, worker/leader.py).
 HANDOVER_WINDOW_SECONDS = 60.0
@@ -204,6 +205,7 @@ class Watcher:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         cache: WatchCache | None = None,
         handover_window_seconds: float = HANDOVER_WINDOW_SECONDS,
+        rpc_timeout: timedelta = RPC_TIMEOUT,
     ) -> None:
         self.kube = kube
         self.client = client
@@ -212,7 +214,8 @@ class Watcher:
         self.cache = cache or WatchCache(kube, namespace, resync_seconds=resync_seconds,
                                          watch_timeout_seconds=watch_timeout_seconds)
         self.handover_window_seconds = handover_window_seconds
-        self.nudger = Nudger(client, clock=clock)
+        self.rpc_timeout = rpc_timeout
+        self.nudger = Nudger(client, clock=clock, rpc_timeout=rpc_timeout)
         self.nudger.on_missing = self._workflow_missing
         self.pcs_feed = _Feed(PODCLIQUESETS, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, pclq_fingerprint)
@@ -356,6 +359,7 @@ class Watcher:
 
     async def _notify_reconciler(self) -> None:
         handle = self.client.get_workflow_handle(reconciler_workflow_id(self.namespace))
+        delay = RECONCILER_RETRY_SECONDS[0]
         while True:
             await self._reconciler_wake.wait()
             self._reconciler_wake.clear()
@@ -363,9 +367,20 @@ class Watcher:
             if not batch:
                 continue
             try:
-                await handle.signal(PCS_CHANGED_SIGNAL, [list(k) for k in batch], rpc_timeout=RPC_TIMEOUT)
-            except RPCError as exc:
-                log.warning("reconciler signal failed (%s); it will catch up on its next full pass", exc)
+                await handle.signal(PCS_CHANGED_SIGNAL, [list(k) for k in batch],
+                                    rpc_timeout=self.rpc_timeout)
+                delay = RECONCILER_RETRY_SECONDS[0]
+            except (RPCError, asyncio.CancelledError) as exc:
+                # Kept for the next try, or for this worker's next term: dropped, a change would wait for the
+                # reconciler's full pass (ten minutes).
+                self._pending_pcs.update(batch)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                log.warning("reconciler signal for %d PodCliqueSet(s) failed (%s); retrying in %.0fs", len(batch),
+                            exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONCILER_RETRY_SECONDS[1])
+                self._reconciler_wake.set()
 
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:

@@ -8,6 +8,7 @@ histories (tests/workflows/test_replay.py): add names, do not change them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from temporalio.common import SearchAttributeKey
 
@@ -73,6 +74,11 @@ OBSERVE_ROLLOUT = "observe_rollout"
 RECREATE_FOR_UPDATE = "recreate_for_update"
 MIRROR_ROLLOUT_STATUS = "mirror_rollout_status"
 RECORD_ROLLOUT_EVENT = "record_rollout_event"
+# Activities scheduled with a heartbeat timeout are kept alive by the worker (worker/heartbeats.py): one lost with its
+# worker, or whose completion a partition from Temporal dropped, is retried after this rather than after its
+# start_to_close timeout. A patch in each workflow, decided once per run at its start.
+ACTIVITY_HEARTBEATS_PATCH = "activity-heartbeats"
+ACTIVITY_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 
 # --- signals, updates, queries -------------------------------------------------------------------------------------
 NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)

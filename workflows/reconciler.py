@@ -15,7 +15,12 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contract import PCS_CHANGED_SIGNAL, RECONCILER_WORKFLOW
+    from workflows.contract import (
+        ACTIVITY_HEARTBEAT_TIMEOUT,
+        ACTIVITY_HEARTBEATS_PATCH,
+        PCS_CHANGED_SIGNAL,
+        RECONCILER_WORKFLOW,
+    )
     from workflows.messages import OrphanSweepRequest, PcsBatchRequest, PcsBatchResult, ReconcilerInput
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -30,9 +35,14 @@ class ReconcilerWorkflow:
         self.pending: set[tuple[str, str]] = {tuple(k) for k in input.pending}  # type: ignore[misc]
         self.full_pass_due = True
         self.passes = 0
+        self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
 
     @workflow.run
     async def run(self, input: ReconcilerInput) -> None:
+        if workflow.patched(ACTIVITY_HEARTBEATS_PATCH):
+            # A batch lost with its worker held every PodCliqueSet change behind it for the five minutes of
+            # start_to_close (fault run seed 4: a rolling update started minutes late).
+            self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT
         while True:
             if workflow.info().is_continue_as_new_suggested() or workflow.info().get_current_history_length() > 5000:
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -69,7 +79,8 @@ class ReconcilerWorkflow:
                 break
         await workflow.execute_activity(
             "sweep_replica_workflows", OrphanSweepRequest(namespace=input.namespace, seen=()),
-            result_type=int, start_to_close_timeout=TIMEOUT, retry_policy=RETRY,
+            result_type=int, start_to_close_timeout=TIMEOUT, heartbeat_timeout=self._heartbeat_timeout,
+            retry_policy=RETRY,
             summary="nudge replica workflows whose PodCliqueSet or index is gone",
         )
         self.full_pass_due = False
@@ -78,6 +89,7 @@ class ReconcilerWorkflow:
     async def _sync(self, request: PcsBatchRequest, summary: str) -> PcsBatchResult:
         result: PcsBatchResult = await workflow.execute_activity(
             "sync_pcs_batch", request, result_type=PcsBatchResult, start_to_close_timeout=TIMEOUT,
+            heartbeat_timeout=self._heartbeat_timeout,
             retry_policy=RETRY, summary=summary,
         )
         if result.started:

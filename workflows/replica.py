@@ -31,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
     from grove.topology import ReplicaTopology
     from workflows import controls, presentation
     from workflows.contract import (
+        ACTIVITY_HEARTBEAT_TIMEOUT,
+        ACTIVITY_HEARTBEATS_PATCH,
         DELETE_REPLICA,
         ENSURE_REPLICA,
         ENSURE_REPLICA_CACHED,
@@ -127,6 +129,7 @@ class ReplicaWorkflow:
         self._search = presentation.SearchAttributeMirror()
         self._received = Received()  # messages this run received (Temporal's caps are per run)
         self._cached_reads = False  # decided once per run, by CACHED_OBSERVE_PATCH
+        self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
 
     # --- main loop -------------------------------------------------------------------------------------------------
@@ -134,6 +137,7 @@ class ReplicaWorkflow:
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
         self._nudges.decide_timed()
         self._cached_reads = workflow.patched(CACHED_OBSERVE_PATCH)
+        self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if workflow.patched(ACTIVITY_HEARTBEATS_PATCH) else None
         while True:
             if self._should_continue_as_new():
                 # A force_terminate update waits for the main loop to act on its request, so waiting for every
@@ -467,7 +471,7 @@ class ReplicaWorkflow:
         try:
             return await workflow.execute_activity(
                 name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
-                retry_policy=ACTIVITY_RETRY, summary=summary[:200],
+                heartbeat_timeout=self._heartbeat_timeout, retry_policy=ACTIVITY_RETRY, summary=summary[:200],
             )
         except ActivityError as err:
             cause = err.cause

@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
     from grove import names
     from grove.rollout import next_replica
     from workflows.contract import (
+        ACTIVITY_HEARTBEAT_TIMEOUT,
+        ACTIVITY_HEARTBEATS_PATCH,
         MIRROR_ROLLOUT_STATUS,
         OBSERVE_ROLLOUT,
         PAUSE,
@@ -80,9 +82,12 @@ class RolloutWorkflow:
         self._snapshot: RolloutSnapshot | None = None
         self._grant_failed = False
         self._resend = False  # a pause or resume the replica whose turn it is has not been told of yet
+        self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
 
     @workflow.run
     async def run(self, input: RolloutInput) -> str:
+        if workflow.patched(ACTIVITY_HEARTBEATS_PATCH):
+            self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT
         while True:
             if history_calls_for_handover(input.history_event_limit) is not None:
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -113,6 +118,7 @@ class RolloutWorkflow:
         try:
             result: RolloutSnapshot = await workflow.execute_activity(
                 OBSERVE_ROLLOUT, self.ref, result_type=RolloutSnapshot, start_to_close_timeout=TIMEOUT,
+                heartbeat_timeout=self._heartbeat_timeout,
                 retry_policy=RETRY, summary=f"read {self.ref} for its rollout")
             return result
         except ActivityError as err:
@@ -256,7 +262,8 @@ class RolloutWorkflow:
             return
         try:
             await workflow.execute_activity(MIRROR_ROLLOUT_STATUS, request, result_type=bool,
-                                            start_to_close_timeout=TIMEOUT, retry_policy=RETRY,
+                                            start_to_close_timeout=TIMEOUT, heartbeat_timeout=self._heartbeat_timeout,
+                                            retry_policy=RETRY,
                                             summary=f"mirror rollout status: {condition[1]}")
             self._set(mirrored=digest)
         except ActivityError as err:
@@ -273,7 +280,8 @@ class RolloutWorkflow:
         try:
             await workflow.execute_activity(RECORD_ROLLOUT_EVENT, RolloutEvent(ref=self.ref, reason=reason,
                                                                                  message=message, type=type),
-                                            start_to_close_timeout=TIMEOUT, retry_policy=RETRY,
+                                            start_to_close_timeout=TIMEOUT, heartbeat_timeout=self._heartbeat_timeout,
+                                            retry_policy=RETRY,
                                             summary=f"event {reason}")
         except ActivityError as err:
             workflow.logger.error("record_rollout_event failed: %s", err.cause or err)

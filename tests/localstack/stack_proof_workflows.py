@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from datetime import timedelta
+from pathlib import Path
 
-from temporalio import workflow
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
 
 
 @workflow.defn
@@ -92,3 +96,43 @@ class NudgeVersionsWorkflow:
     @workflow.query
     def received(self) -> list[dict[str, int] | None]:
         return self._received
+
+
+@workflow.defn
+class PcsChangedWorkflow:
+    """Records the PodCliqueSet keys of each pcs_changed signal, as the reconciler workflow receives them."""
+
+    def __init__(self) -> None:
+        self._received: list[list[str]] = []
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.signal(name="pcs_changed")
+    def pcs_changed(self, keys: list[list[str]]) -> None:
+        self._received.extend(keys)
+
+    @workflow.query
+    def received(self) -> list[list[str]]:
+        return self._received
+
+
+@activity.defn(name="slow")
+def slow(seconds: float) -> str:
+    """A sync activity (the product's run in a thread pool) that never heartbeats itself."""
+    marker = os.environ.get("SLOW_ACTIVITY_STARTED")
+    if marker:
+        Path(marker).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return f"slept {seconds}s in {os.getpid()}"
+
+
+@workflow.defn(name="OneSlowActivity")
+class OneSlowActivity:
+    @workflow.run
+    async def run(self, seconds: float, heartbeat_seconds: float, attempts: int) -> str:
+        return str(await workflow.execute_activity(
+            "slow", seconds, start_to_close_timeout=timedelta(minutes=10),
+            heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=attempts)))

@@ -18,9 +18,14 @@ from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube
 from grove import names
-from tests.localstack.stack_proof_workflows import NudgeCountWorkflow, NudgeVersionsWorkflow
+from tests.localstack.stack_proof_workflows import (
+    NudgeCountWorkflow,
+    NudgeVersionsWorkflow,
+    PcsChangedWorkflow,
+)
 from worker.telemetry import client_interceptors
 from worker.watcher import Nudger, Watcher
+from workflows.contract import reconciler_workflow_id
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -211,6 +216,44 @@ async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arr
             finally:
                 sending.cancel()
                 await asyncio.gather(sending, return_exceptions=True)
+                proxy.flowing.set()
+            await handle.terminate()
+    finally:
+        proxy.close()
+
+
+async def test_a_pcs_change_whose_reconciler_signal_fails_is_kept_and_sent_once_the_link_flows(
+        stack: LocalStack) -> None:
+    """The leader tells the reconciler which PodCliqueSets changed. A signal that fails (Temporal cut off) keeps its
+    batch and is sent again: dropped, the change (a new template: a rolling update) would wait for the reconciler's
+    full pass, ten minutes later."""
+    direct = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
+    proxy = HeldProxy(stack.temporal_address)
+    through = await Client.connect(await proxy.start(), data_converter=pydantic_data_converter)
+    queue = f"pcs-changed-{uuid.uuid4().hex[:6]}"
+    try:
+        async with Worker(direct, task_queue=queue, workflows=[PcsChangedWorkflow]):
+            handle = await direct.start_workflow(PcsChangedWorkflow.run, id=reconciler_workflow_id(queue),
+                                                 task_queue=queue)
+            watcher = Watcher(None, through, namespace=queue, rpc_timeout=timedelta(seconds=1))  # type: ignore[arg-type]
+            notifying = asyncio.create_task(watcher._notify_reconciler())
+            try:
+                proxy.flowing.clear()
+                watcher._pending_pcs.add((queue, "a"))
+                watcher._reconciler_wake.set()
+                await asyncio.sleep(3)  # the first send fails at its 1 s deadline; the retry waits too
+                assert await handle.query(PcsChangedWorkflow.received) == []
+                watcher._pending_pcs.add((queue, "b"))  # a later change joins the kept batch
+                proxy.flowing.set()
+                received: list[list[str]] = []
+                deadline = time.monotonic() + 20
+                while {tuple(k) for k in received} != {(queue, "a"), (queue, "b")}:
+                    assert time.monotonic() < deadline, f"the kept batch never arrived: {received}"
+                    await asyncio.sleep(0.2)
+                    received = await handle.query(PcsChangedWorkflow.received)
+            finally:
+                notifying.cancel()
+                await asyncio.gather(notifying, return_exceptions=True)
                 proxy.flowing.set()
             await handle.terminate()
     finally:
