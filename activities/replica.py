@@ -340,7 +340,7 @@ class ReplicaActivities:
     @activity.defn(name=MIRROR_STATUS)
     @translating_errors("mirror status")
     def mirror_status(self, request: MirrorRequest) -> list[str]:
-        return mirror(self.kube, request)
+        return mirror(self.kube, request, self.cache)
 
     @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:

@@ -194,6 +194,15 @@ class WatchCache:
         return {kind: version for kind, version in at_least.items()
                 if kind in self._stores and have.get(kind, -1) < version}
 
+    def get(self, kind: str, namespace: str, name: str) -> JSON | None:
+        """The cached object of a cached kind (None: the cache has none by that name); NotFresh before the kind's
+        first list. No version is waited for: a caller that must see its own writes checks resourceVersions."""
+        store = self._stores[kind]
+        with self._lock:
+            if not store.synced.is_set():
+                raise NotFresh(f"{store.resource.plural} not synced yet")
+            return store.objects.get((namespace, name))
+
     def replica(self, namespace: str, pcs: str, replica: int, *, at_least: dict[str, int] | None = None,
                 wait_seconds: float = 2.0) -> tuple[JSON | None, dict[str, list[JSON]], dict[str, int], datetime]:
         """(the PodCliqueSet, kind -> the replica's objects, the versions read up to, when the read began) once the

@@ -102,3 +102,69 @@ def test_a_replica_read_from_the_watch_cache_is_the_fresh_read_and_waits_for_nud
         assert not ensured.snapshot.from_cache, "the deletion was decided on the fresh read"
     finally:
         cache.stop()
+
+
+class CountingKube(Kube):
+    """The real client, counting its GETs and PATCHes (what the status mirror costs)."""
+
+    def __init__(self, inner: Kube) -> None:
+        super().__init__(inner.api_client)
+        self.calls: list[str] = []
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("get")
+        return super().get(*args, **kwargs)
+
+    def patch(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("patch")
+        return super().patch(*args, **kwargs)
+
+
+def test_the_status_mirror_writes_from_the_watch_cache_with_one_request_and_keeps_transition_times(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    from activities.status import mirror
+    from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
+
+    client = Kube(kube)
+    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
+    ref = ReplicaRef(namespace=namespace, pcs="wc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
+    pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "wc-0-a", owner=owner))
+    uid = pclq["metadata"]["uid"]
+
+    def request(ready: int) -> MirrorRequest:
+        condition = ConditionMirror(type="MinAvailableBreached", status="False", reason="Enough", message="ok")
+        return MirrorRequest(ref=ref, objects=(ObjectStatusMirror(kind=names.KIND_PODCLIQUE, name="wc-0-a", uid=uid,
+                                                                  fields={"readyReplicas": ready},
+                                                                  conditions=(condition,)),))
+
+    cache = WatchCache(client, namespace).start()
+    try:
+        _until(lambda: cache.synced and cache.get(PODCLIQUES.kind, namespace, "wc-0-a") is not None,
+               "the cache to hold the PodClique")
+        counting = CountingKube(client)
+        assert mirror(counting, request(1), cache) == ["wc-0-a"]
+        assert counting.calls == ["patch"], "a cached object is patched without a GET first"
+        written = client.get(PODCLIQUES, namespace, "wc-0-a")
+        assert written is not None and written["status"]["readyReplicas"] == 1
+        since = next(c for c in written["status"]["conditions"]
+                     if c["type"] == "MinAvailableBreached")["lastTransitionTime"]
+        _until(lambda: (cache.get(PODCLIQUES.kind, namespace, "wc-0-a") or {}).get("metadata", {})
+               .get("resourceVersion") == written["metadata"]["resourceVersion"], "the cache to see the write")
+        time.sleep(1.1)  # transition times have one-second resolution: a rewritten one would differ
+        counting.calls.clear()
+        assert mirror(counting, request(2), cache) == ["wc-0-a"] and counting.calls == ["patch"]
+        again = client.get(PODCLIQUES, namespace, "wc-0-a")
+        assert again is not None and again["status"]["readyReplicas"] == 2
+        assert next(c for c in again["status"]["conditions"]
+                    if c["type"] == "MinAvailableBreached")["lastTransitionTime"] == since, \
+            "the condition's status did not change, so neither does its lastTransitionTime"
+
+        counting.calls.clear()
+        assert mirror(counting, request(2), None) == [] and counting.calls == ["get"], \
+            "without a cache: a GET, and nothing written when nothing changed"
+        stale = ObjectStatusMirror(kind=names.KIND_PODCLIQUE, name="wc-0-a", uid="another-uid", fields={})
+        counting.calls.clear()
+        assert mirror(counting, MirrorRequest(ref=ref, objects=(stale,)), cache) == []
+        assert counting.calls == ["get"], "a cached copy at another UID is not trusted: read, and left alone"
+    finally:
+        cache.stop()
