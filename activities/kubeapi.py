@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,6 +72,26 @@ NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGr
 # --- API clients ---------------------------------------------------------------------------------------------
 # The kubernetes package keeps a process-wide default configuration; tests run several clients (admin and the
 # worker's ServiceAccount) in one process, so every client here gets its own Configuration.
+# TCP keepalive on every connection to kube-apiserver: a watch whose peer went away without a word (packets dropped,
+# a node gone) is noticed in about half a minute instead of at its read timeout (the watch timeout plus 30 s), and
+# a request whose bytes go unacknowledged fails after 30 s (TCP_USER_TIMEOUT). client-go keeps its connections alive
+# the same way (a 30 s keepalive, and HTTP/2 pings).
+KEEPALIVE_SECONDS = (10, 5, 3)  # idle before the first probe, between probes, unanswered probes
+USER_TIMEOUT_MS = 30_000
+
+
+def socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's defaults (no Nagle) plus keepalive; options the platform lacks are left out."""
+    options = list(urllib3.connection.HTTPConnection.default_socket_options)
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    idle, interval, count = KEEPALIVE_SECONDS
+    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", count),
+                        ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
 def api_client(
     kubeconfig: str | None = None, *, context: str | None = None, pool_size: int = 64
 ) -> client.ApiClient:
@@ -88,6 +109,7 @@ def api_client(
         path = os.environ.get("KUBECONFIG", os.path.expanduser("~/.kube/config"))
         config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
+    configuration.socket_options = socket_options()
     return InstrumentedApiClient(configuration)
 
 

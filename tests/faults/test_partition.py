@@ -60,3 +60,68 @@ def test_a_partition_drops_one_workers_packets_to_one_port_until_it_is_lifted(pa
     finally:
         partitions.heal("worker", port)
     assert _connects(inside) == "connected"
+
+
+# A client in the worker's cgroup with the apiserver client's socket options, idle on a connection as a watch with
+# no events is: it reports how the wait ended.
+IDLE_READ = """
+import socket, sys, time
+from activities.kubeapi import socket_options
+s = socket.socket()
+for level, option, value in socket_options():
+    s.setsockopt(level, option, value)
+s.connect(('127.0.0.1', int(sys.argv[1])))
+s.settimeout(90)
+print('connected', flush=True)
+began = time.monotonic()
+try:
+    s.recv(1)
+    print('closed', flush=True)
+except OSError as err:  # both end as TimeoutError: the read timeout without an errno, keepalive with ETIMEDOUT
+    print(f'errno {err.errno} after {time.monotonic() - began:.0f}s', flush=True)
+"""
+
+
+def test_the_apiserver_clients_keepalive_ends_an_idle_connection_whose_packets_are_dropped(
+        partitions: Partitions) -> None:
+    """A watch is an idle connection between events. When the worker's packets to the apiserver are dropped, TCP
+    keepalive (activities/kubeapi.socket_options) ends it with ETIMEDOUT in about half a minute, so the watch relists
+    once the link is back; without it the read would wait out its timeout (90 s here; 330 s for a real watch)."""
+    import errno
+    import os
+    import socket
+    from pathlib import Path
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True).start()
+    port = server.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    client = subprocess.Popen(partitions.wrap("worker", [sys.executable, "-c", IDLE_READ, str(port)]),
+                              stdout=subprocess.PIPE, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert client.stdout is not None and client.stdout.readline().strip() == "connected"
+        partitions.drop("worker", port)
+        out, _ = client.communicate(timeout=120)
+        assert out.startswith(f"errno {errno.ETIMEDOUT} after"), out
+    finally:
+        partitions.heal("worker", port)
+        if client.poll() is None:
+            client.kill()
+        for connection in held:
+            connection.close()
+        server.close()
+
+
+def test_every_apiserver_client_carries_the_keepalive_options(tmp_path: object) -> None:
+    """The options proven above are the ones the worker's clients open their connections with."""
+    from pathlib import Path
+
+    from activities.kubeapi import api_client, socket_options
+
+    kubeconfig = Path(str(tmp_path)) / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: "
+                          "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, "
+                          "context: {cluster: k, user: u}}]\n")
+    made = api_client(str(kubeconfig))
+    assert made.rest_client.pool_manager.connection_pool_kw["socket_options"] == socket_options()
