@@ -35,14 +35,20 @@ def _until(predicate: Any, what: str, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
+def _replica_with_clique(client: Kube, namespace: str) -> tuple[Any, Any, ReplicaRef, dict[str, Any]]:
+    """PodCliqueSet `wc` and its replica 0's PodClique `wc-0-a`: (model, plan, the replica's ref, the PodClique)."""
+    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
+    ref = ReplicaRef(namespace=namespace, pcs="wc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
+    pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "wc-0-a", owner=owner))
+    return model, plan, ref, pclq
+
+
 def test_a_replica_read_from_the_watch_cache_is_the_fresh_read_and_waits_for_nudged_versions(
         kube: ApiClient, crds: list[str], namespace: str) -> None:
     from activities.replica import ReplicaActivities
 
     client = Kube(kube)
-    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
-    ref = ReplicaRef(namespace=namespace, pcs="wc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "wc-0-a", owner=owner))
+    model, plan, ref, pclq = _replica_with_clique(client, namespace)
     pod_owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, "wc-0-a",
                                           pclq["metadata"]["uid"])
     client.create(PODS, namespace, manifests.pod_manifest(model, plan, "wc-0-a", 0, owner=pod_owner))
@@ -126,9 +132,7 @@ def test_the_status_mirror_writes_from_the_watch_cache_with_one_request_and_keep
     from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
 
     client = Kube(kube)
-    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
-    ref = ReplicaRef(namespace=namespace, pcs="wc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "wc-0-a", owner=owner))
+    _, _, ref, pclq = _replica_with_clique(client, namespace)
     uid = pclq["metadata"]["uid"]
 
     def request(ready: int) -> MirrorRequest:

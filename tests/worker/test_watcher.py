@@ -5,14 +5,15 @@ not deliver while Temporal was down reaches the workflow once Temporal is back."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
@@ -178,10 +179,11 @@ class HeldProxy:
             self.server.close()
 
 
-async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arrives_once_it_flows(
-        stack: LocalStack) -> None:
-    """A signal with no deadline waits as long as the link holds its packets; the Nudger's deadline makes it fail,
-    puts the failure on record (the elector may hand the Lease over) and sends it again until it arrives."""
+@contextlib.asynccontextmanager
+async def _held_link(stack: LocalStack, workflow_cls: Any, workflow_id: str,
+                     task: Callable[[Client], Awaitable[None]]) -> AsyncIterator[tuple[WorkflowHandle[Any, Any], HeldProxy]]:
+    """A workflow on a worker that reaches Temporal directly, and `task` (the sender under test) running on a client
+    whose link to Temporal goes through a HeldProxy; everything stopped and the link released on the way out."""
     direct = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter,
                                   interceptors=client_interceptors())  # the worker's side reads the header
     proxy = HeldProxy(stack.temporal_address)
@@ -189,30 +191,11 @@ async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arr
                                    interceptors=client_interceptors())
     queue = f"held-{uuid.uuid4().hex[:6]}"
     try:
-        async with Worker(direct, task_queue=queue, workflows=[NudgeVersionsWorkflow]):
-            handle = await direct.start_workflow(NudgeVersionsWorkflow.run, id=f"replica-{queue}", task_queue=queue)
-            nudger = Nudger(through, rpc_timeout=timedelta(seconds=2), retry_seconds=0.5)
-            sending = asyncio.create_task(nudger.run())
+        async with Worker(direct, task_queue=queue, workflows=[workflow_cls]):
+            handle = await direct.start_workflow(workflow_cls.run, id=workflow_id, task_queue=queue)
+            sending = asyncio.create_task(task(through))
             try:
-                proxy.flowing.clear()
-                held = time.monotonic()
-                nudger.request(handle.id, {"Pod": 7})
-                await _until(lambda: nudger.failing_since is not None, "the held nudge to fail at its deadline")
-                assert time.monotonic() - held < 6
-                assert await handle.query(NudgeVersionsWorkflow.received) == []
-                proxy.flowing.set()
-                received: list[dict[str, int] | None] = []
-
-                async def arrived() -> bool:
-                    received[:] = await handle.query(NudgeVersionsWorkflow.received)
-                    return bool(received)
-
-                deadline = time.monotonic() + 20
-                while not await arrived():
-                    assert time.monotonic() < deadline, "the nudge never arrived once the link flowed"
-                    await asyncio.sleep(0.2)
-                await _until(lambda: nudger.failing_since is None, "a send that worked to clear the record")
-                assert set(map(str, received)) == {str({"Pod": 7})}, received  # sent again, maybe twice: harmless
+                yield handle, proxy
             finally:
                 sending.cancel()
                 await asyncio.gather(sending, return_exceptions=True)
@@ -222,42 +205,68 @@ async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arr
         proxy.close()
 
 
+async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arrives_once_it_flows(
+        stack: LocalStack) -> None:
+    """A signal with no deadline waits as long as the link holds its packets; the Nudger's deadline makes it fail,
+    puts the failure on record (the elector may hand the Lease over) and sends it again until it arrives."""
+    nudgers: list[Nudger] = []
+
+    async def send(through: Client) -> None:
+        nudgers.append(Nudger(through, rpc_timeout=timedelta(seconds=2), retry_seconds=0.5))
+        await nudgers[0].run()
+
+    async with _held_link(stack, NudgeVersionsWorkflow, f"replica-{uuid.uuid4().hex[:6]}", send) as (handle, proxy):
+        await _until(lambda: bool(nudgers), "the nudger to start")
+        nudger = nudgers[0]
+        proxy.flowing.clear()
+        held = time.monotonic()
+        nudger.request(handle.id, {"Pod": 7})
+        await _until(lambda: nudger.failing_since is not None, "the held nudge to fail at its deadline")
+        assert time.monotonic() - held < 6
+        assert await handle.query(NudgeVersionsWorkflow.received) == []
+        proxy.flowing.set()
+        received: list[dict[str, int] | None] = []
+
+        async def arrived() -> bool:
+            received[:] = await handle.query(NudgeVersionsWorkflow.received)
+            return bool(received)
+
+        deadline = time.monotonic() + 20
+        while not await arrived():
+            assert time.monotonic() < deadline, "the nudge never arrived once the link flowed"
+            await asyncio.sleep(0.2)
+        await _until(lambda: nudger.failing_since is None, "a send that worked to clear the record")
+        assert set(map(str, received)) == {str({"Pod": 7})}, received  # sent again, maybe twice: harmless
+
+
 async def test_a_pcs_change_whose_reconciler_signal_fails_is_kept_and_sent_once_the_link_flows(
         stack: LocalStack) -> None:
     """The leader tells the reconciler which PodCliqueSets changed. A signal that fails (Temporal cut off) keeps its
     batch and is sent again: dropped, the change (a new template: a rolling update) would wait for the reconciler's
     full pass, ten minutes later."""
-    direct = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
-    proxy = HeldProxy(stack.temporal_address)
-    through = await Client.connect(await proxy.start(), data_converter=pydantic_data_converter)
-    queue = f"pcs-changed-{uuid.uuid4().hex[:6]}"
-    try:
-        async with Worker(direct, task_queue=queue, workflows=[PcsChangedWorkflow]):
-            handle = await direct.start_workflow(PcsChangedWorkflow.run, id=reconciler_workflow_id(queue),
-                                                 task_queue=queue)
-            watcher = Watcher(None, through, namespace=queue, rpc_timeout=timedelta(seconds=1))  # type: ignore[arg-type]
-            notifying = asyncio.create_task(watcher._notify_reconciler())
-            try:
-                proxy.flowing.clear()
-                watcher._pending_pcs.add((queue, "a"))
-                watcher._reconciler_wake.set()
-                await asyncio.sleep(3)  # the first send fails at its 1 s deadline; the retry waits too
-                assert await handle.query(PcsChangedWorkflow.received) == []
-                watcher._pending_pcs.add((queue, "b"))  # a later change joins the kept batch
-                proxy.flowing.set()
-                received: list[list[str]] = []
-                deadline = time.monotonic() + 20
-                while {tuple(k) for k in received} != {(queue, "a"), (queue, "b")}:
-                    assert time.monotonic() < deadline, f"the kept batch never arrived: {received}"
-                    await asyncio.sleep(0.2)
-                    received = await handle.query(PcsChangedWorkflow.received)
-            finally:
-                notifying.cancel()
-                await asyncio.gather(notifying, return_exceptions=True)
-                proxy.flowing.set()
-            await handle.terminate()
-    finally:
-        proxy.close()
+    namespace = f"ns-{uuid.uuid4().hex[:6]}"
+    watchers: list[Watcher] = []
+
+    async def notify(through: Client) -> None:
+        watchers.append(Watcher(None, through, namespace=namespace, rpc_timeout=timedelta(seconds=1)))  # type: ignore[arg-type]
+        await watchers[0]._notify_reconciler()
+
+    async with _held_link(stack, PcsChangedWorkflow, reconciler_workflow_id(namespace), notify) as (handle, proxy):
+        await _until(lambda: bool(watchers), "the watcher to start")
+        watcher = watchers[0]
+        proxy.flowing.clear()
+        watcher._pending_pcs.add((namespace, "a"))
+        watcher._reconciler_wake.set()
+        await asyncio.sleep(3)  # the first send fails at its 1 s deadline; the retry waits too
+        assert await handle.query(PcsChangedWorkflow.received) == []
+        watcher._pending_pcs.add((namespace, "b"))  # a later change joins the kept batch
+        proxy.flowing.set()
+        received: list[list[str]] = []
+        deadline = time.monotonic() + 20
+        while {tuple(k) for k in received} != {(namespace, "a"), (namespace, "b")}:
+            assert time.monotonic() < deadline, f"the kept batch never arrived: {received}"
+            await asyncio.sleep(0.2)
+            received = await handle.query(PcsChangedWorkflow.received)
 
 
 def test_a_standby_remembers_what_changed_and_nudges_it_when_it_takes_over() -> None:
