@@ -40,6 +40,10 @@ SELF_REVIEWS = {"selfsubjectreviews", "selfsubjectaccessreviews", "selfsubjectru
 AUTHORISATION_ONLY = {(r, "update") for r in ("podcliquesets/finalizers", "podcliquescalinggroups/finalizers",
                                              "podcliques/finalizers", "podgangs/finalizers")}
 
+# Granted for a fallback the tour need not take: the status mirror GETs a PodClique or PCSG only where the watch cache
+# does not hold it (not synced yet, or not heard of yet); otherwise it reads the cache (activities/status.mirror).
+CACHE_FALLBACK_ONLY = {("podcliques", "get"), ("podcliquescalinggroups", "get")}
+
 Rule = tuple[str, str]  # (resource[/subresource], verb)
 
 
@@ -188,7 +192,8 @@ async def test_the_worker_uses_every_rule_it_is_granted(cluster: Cluster, sa_wor
     used = ({(resource, verb) for verb, resource, _ in assert_never_refused(sa_worker_process)}
             - {("readyz", "list"), ("v1alpha2", "list")})
     assert used <= granted(), f"used but not granted: {used - granted()}"
-    assert granted() - used == AUTHORISATION_ONLY, f"granted but never used: {granted() - used - AUTHORISATION_ONLY}"
+    unused = granted() - used - CACHE_FALLBACK_ONLY
+    assert unused == AUTHORISATION_ONLY, f"granted but never used: {unused - AUTHORISATION_ONLY}"
 
 
 # --- refused ---------------------------------------------------------------------------------------------------------
