@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
@@ -185,6 +185,13 @@ async def test_a_breach_is_terminated_once_by_the_durable_timer_never_before_its
         await asyncio.sleep(DELAY.total_seconds() + 1)
         assert len(cluster.terminated) == 1, "a recreated, healthy replica is not terminated again"
         assert "BreachDetected" in cluster.events
+        # Every activity, the termination included, is retried 20 s after its worker is lost (worker/heartbeats.py)
+        assert _heartbeat_timeouts(await handle.fetch_history()) == {contract.ACTIVITY_HEARTBEAT_TIMEOUT}
+
+
+def _heartbeat_timeouts(history: WorkflowHistory) -> set[timedelta]:
+    return {e.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta() for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")}
 
 
 def _decided_on(calls: list[str]) -> list[str]:

@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 from grove.rollout import ReplicaRollout
 from localstack.temporal import TemporalDevServer
 from workflows.contract import (
+    ACTIVITY_HEARTBEAT_TIMEOUT,
     MIRROR_ROLLOUT_STATUS,
     OBSERVE_ROLLOUT,
     PCS_CHANGED_SIGNAL,
@@ -191,6 +192,10 @@ async def test_turns_go_one_replica_at_a_time_unavailable_first(env: tuple[Clien
     assert [e.reason for e in script.events] == ["RolloutStarted", "RolloutCompleted"]
     assert script.mirrors[-1].condition_reason == "UpdateComplete" and script.mirrors[-1].updated_replicas == 3
     assert script.mirrors[-1].update_progress is not None and "updateEndedAt" in script.mirrors[-1].update_progress
+    history = await handle.fetch_history()
+    assert {e.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta() for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")} == {ACTIVITY_HEARTBEAT_TIMEOUT}, \
+        "every activity is retried 20 s after its worker is lost (worker/heartbeats.py)"
 
 
 async def test_a_change_mid_turn_retargets_the_same_replica(env: tuple[Client, Script, str]) -> None:
