@@ -70,8 +70,6 @@ NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGr
 
 
 # --- API clients ---------------------------------------------------------------------------------------------
-# The kubernetes package keeps a process-wide default configuration; tests run several clients (admin and the
-# worker's ServiceAccount) in one process, so every client here gets its own Configuration.
 # TCP keepalive on every connection to kube-apiserver: a watch whose peer went away without a word (packets dropped,
 # a node gone) is noticed in about half a minute instead of at its read timeout (the watch timeout plus 30 s), and
 # a request whose bytes go unacknowledged fails after 30 s (TCP_USER_TIMEOUT). client-go keeps its connections alive
@@ -92,6 +90,8 @@ def socket_options() -> list[tuple[int, int, int]]:
     return options
 
 
+# The kubernetes package keeps a process-wide default configuration; tests run several clients (admin and the
+# worker's ServiceAccount) in one process, so every client here gets its own Configuration.
 def api_client(
     kubeconfig: str | None = None, *, context: str | None = None, pool_size: int = 64
 ) -> client.ApiClient:

@@ -431,9 +431,9 @@ class FaultRun:
                                                               "ExecutionStatus = 'Running'"):
                 description = await self.client.get_workflow_handle(execution.id).describe()
                 for pending in description.raw_description.pending_activities:
-                    scheduled = pending.last_started_time.ToDatetime(tzinfo=UTC) if pending.HasField(
+                    started = pending.last_started_time.ToDatetime(tzinfo=UTC) if pending.HasField(
                         "last_started_time") else None
-                    since = f", started {time.time() - scheduled.timestamp():.0f}s ago" if scheduled else ""
+                    since = f", started {time.time() - started.timestamp():.0f}s ago" if started else ""
                     failure = pending.last_failure.message if pending.HasField("last_failure") else ""
                     state = PendingActivityState.Name(pending.state).removeprefix("PENDING_ACTIVITY_STATE_")
                     lines.append(f"pending in {execution.id}: {pending.activity_type.name} attempt {pending.attempt}"
