@@ -100,6 +100,9 @@ SCALED_RELEASE_RECHECK_PATCH = "scaled-release-recheck"
 # Routine rounds observe from the worker's watch cache (issue 17); a destructive decision is taken only on a fresh
 # read from the apiserver. Decided once per run, at its start.
 CACHED_OBSERVE_PATCH = "cached-observe"
+# Every run does one round before it hands over, even if its first task is already past a hand-over threshold (an
+# unpaced signal storm): otherwise runs could follow one another without observing, and a breach go unseen.
+ROUND_BEFORE_HANDOVER_PATCH = "round-before-handover"
 
 
 class _Failed(Exception):
@@ -130,6 +133,7 @@ class ReplicaWorkflow:
         self._received = Received()  # messages this run received (Temporal's caps are per run)
         self._cached_reads = False  # decided once per run, by CACHED_OBSERVE_PATCH
         self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
+        self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
 
     # --- main loop -------------------------------------------------------------------------------------------------
@@ -139,7 +143,15 @@ class ReplicaWorkflow:
         self._cached_reads = workflow.patched(CACHED_OBSERVE_PATCH)
         self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if workflow.patched(ACTIVITY_HEARTBEATS_PATCH) else None
         while True:
-            if self._should_continue_as_new():
+            reason = self._handover_reason()
+            if reason is not None and not self._rounds_begun and workflow.patched(ROUND_BEFORE_HANDOVER_PATCH):
+                # This run has not looked yet: under a storm of signals a run's first task can already be past the
+                # history cap, and handing over at once would start the next run in the same state: runs could
+                # follow one another without ever observing. One round first.
+                workflow.logger.info("continue-as-new after this run's first round: %s", reason)
+                reason = None
+            if reason is not None:
+                workflow.logger.info("continue-as-new: %s", reason)
                 # A force_terminate update waits for the main loop to act on its request, so waiting for every
                 # handler to finish would wait forever while one is queued: serve queued requests first, then hand
                 # over (nothing queued is ever dropped by continue-as-new).
@@ -148,6 +160,7 @@ class ReplicaWorkflow:
                     workflow.continue_as_new(self._next_input())
             self._nudges.look_again = False
             self._retry_after = None
+            self._rounds_begun += 1
             try:
                 outcome = await self._round()
             except _Failed:
@@ -159,7 +172,7 @@ class ReplicaWorkflow:
                 self._render()
                 return outcome
             self._render()
-            if self._retry_after is None and self._should_continue_as_new():
+            if self._retry_after is None and self._handover_reason() is not None:
                 continue  # hand over now (top of the loop), not after a wait that may last a whole terminationDelay
             await self._wait()
 
@@ -483,16 +496,15 @@ class ReplicaWorkflow:
             raise _Failed(message) from err
 
     # --- continue-as-new -------------------------------------------------------------------------------------------
-    def _should_continue_as_new(self) -> bool:
+    def _handover_reason(self) -> str | None:
+        """Why this run should continue-as-new now, or None."""
         reason = history_calls_for_handover(self.input.history_event_limit)
         if reason is not None:
-            workflow.logger.info("continue-as-new: %s", reason)
-            return True
+            return reason
         spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
         if spent is not None and workflow.patched(SIGNAL_BUDGET_PATCH):
-            workflow.logger.info("continue-as-new: %s", spent)
-            return True
-        return False
+            return spent
+        return None
 
     def _next_input(self) -> ReplicaInput:
         carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1})

@@ -99,7 +99,10 @@ async def _storm_one_replica(name: str, concurrency: int, cluster: Cluster, stor
     try:
         await asyncio.sleep(5)
         cluster.fail_readiness(f"{name}-0-app-1")
-        breached = await replica.wait(lambda s: bool(s.deadlines), timeout=60, what="breach seen during the storm")
+        # Every run looks once before it hands over (ROUND_BEFORE_HANDOVER_PATCH), so the breach is seen within about
+        # one run (20-27 s measured); the status query itself times out for stretches while a run's hand-over is
+        # being refused, hence the margin.
+        breached = await replica.wait(lambda s: bool(s.deadlines), timeout=90, what="breach seen during the storm")
         paused = await replica.handle.execute_update("pause", PauseRequest(reason="storm"),
                                                      result_type=ControlResult)
         assert paused.accepted, paused

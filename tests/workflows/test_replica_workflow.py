@@ -14,7 +14,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
@@ -45,7 +52,7 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
-from workflows.replica import ReplicaWorkflow
+from workflows.replica import ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
 
@@ -291,3 +298,29 @@ async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its
         assert any(signals.HISTORY_CAP_PATCH in str(m.details) for m in markers), "patch-guarded"
         status = await _status(handle)
         assert status.nudges_total >= 1 and status.terminations_total == 0
+
+
+async def test_every_run_looks_once_before_it_hands_over_even_when_it_starts_past_the_cap(client: Client) -> None:
+    """Under an unpaced signal storm a run's first task can already be past a hand-over threshold (e2e: 4,450 events).
+    Handing over at once would start the next run in the same state, and runs could follow one another without
+    observing: a breach would go unseen. A limit of one history event puts every run's first task past it."""
+    cluster = ScriptedCluster(_pcs("stormed"))
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
+                    activity_executor=_EXECUTOR)
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, history_event_limit=1),
+                                         id=ref.workflow_id, task_queue=queue)
+    async with worker:
+        await _until(handle, lambda s: s.runs >= 3)
+        await handle.terminate("test over")
+    runs = [e async for e in client.list_workflows(f"WorkflowId = '{ref.workflow_id}'")]
+    handed_over = [r for r in runs if r.status is WorkflowExecutionStatus.CONTINUED_AS_NEW]
+    assert len(handed_over) >= 2, runs
+    for run in handed_over:
+        history = await client.get_workflow_handle(ref.workflow_id, run_id=run.run_id).fetch_history()
+        kinds = [e.event_type for e in history.events]
+        assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED in kinds, f"run {run.run_id} handed over unobserved"
+        markers = [e.marker_recorded_event_attributes for e in history.events
+                   if e.HasField("marker_recorded_event_attributes")]
+        assert any(ROUND_BEFORE_HANDOVER_PATCH in str(m.details) for m in markers), "patch-guarded"
