@@ -52,13 +52,14 @@ from activities.kubeapi import (
     KubeError,
     Resource,
 )
-from faults import invariants, rollout_invariants, schedule
+from faults import diagnose, invariants, rollout_invariants, schedule
 from faults.history import HistoryReader, WorkflowDigest
 from faults.injector import NODES, PROTECTED_NODE, RUNNER_FIELD_MANAGER, Injector, worker_argv
 from faults.invariants import Findings, LiveObjects, ReplicaKey, Violation
 from faults.partition import Partitions
 from faults.recorder import Recorder
 from faults.workload import FOREIGN_MARK, Workload, foreign_objects
+from localstack import rundirs
 from localstack.processes import ManagedProcess
 from localstack.stack import LocalStack
 from worker.app import WORKFLOWS
@@ -123,7 +124,6 @@ class FaultRun:
 
     # --- the run ---------------------------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
-        from localstack import rundirs
         from localstack.crds import apply_crds
         from localstack.stack import StackOptions
 
@@ -417,6 +417,10 @@ class FaultRun:
             new += 1
             for line in await self._pending_activities():
                 self.log(f"    {line}")
+            for line in diagnose.unready_pod_lines(live.pods):
+                self.log(f"    {line}")
+            rundirs.keep(self.run_dir)
+            self.log(f"    the stack's logs are kept in {self.run_dir}/logs")
         self.rounds.append(RoundReport(index, steps, round(settle, 1), settled, problems[:20] if not settled else [],
                                        new))
         self.log(f"  settled in {settle:.1f}s; terminations checked so far {found.counts['terminations_checked']}, "

@@ -2,7 +2,7 @@
 
 A run whose owner process died without stopping its stack (SIGKILL, OOM, a crashed CI job) leaves processes
 behind; the next start kills them (only after checking /proc that they still belong to that run directory) and
-prunes old run directories, keeping the most recent few for their logs.
+prunes old run directories, keeping the most recent few for their logs, and any marked to be kept.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from localstack.processes import STATE_FILE, ProcessRegistry, StackStartError, p
 from worker.stacks import process_start_time, runs_root
 
 KEEP_FINISHED_RUNS = 5
+KEEP_MARKER = "keep"  # a run directory holding this file is never pruned (a fault run's violation: its logs)
 
 
 def owner_token() -> str:
@@ -44,6 +45,11 @@ def new_run_dir() -> Path:
             suffix += 1
 
 
+def keep(run_dir: Path) -> None:
+    """Never prune this run directory: its logs explain something (delete it by hand when done)."""
+    (run_dir / KEEP_MARKER).touch()
+
+
 def reclaim(run_dir: Path) -> list[str]:
     """Make `run_dir` ours: refuse if a live process owns it, kill what a dead owner left behind."""
     registry = ProcessRegistry(run_dir)
@@ -69,7 +75,8 @@ def sweep_stale_runs(log: object = None) -> list[str]:
         if owner_alive(registry.owner()):
             continue  # somebody's running stack (maybe another engineer's): not ours to touch
         killed += [f"{run_dir.name}: {k}" for k in registry.kill_leftovers()]
-        finished.append(run_dir)
+        if not (run_dir / KEEP_MARKER).exists():
+            finished.append(run_dir)
     for old in finished[KEEP_FINISHED_RUNS:]:
         shutil.rmtree(old, ignore_errors=True)
     return killed

@@ -92,6 +92,26 @@ def test_a_sigkilled_owner_leaves_processes_that_the_next_start_reaps(
             os.kill(temporal_pid, signal.SIGKILL)
 
 
+def test_pruning_keeps_the_newest_finished_runs_and_any_marked_to_be_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault run that found a violation marks its run directory: the logs that explain it outlive later runs."""
+    monkeypatch.setenv("GROVE_TEMPORAL_STATE_DIR", str(tmp_path / "runs"))
+    made = []
+    for index in range(rundirs.KEEP_FINISHED_RUNS + 3):
+        run_dir = tmp_path / "runs" / f"run-{index:02d}"
+        run_dir.mkdir(parents=True)
+        ProcessRegistry(run_dir).claim("1:0")  # finished: its owner is gone
+        os.utime(run_dir, (1_000_000 + index, 1_000_000 + index))
+        made.append(run_dir)
+    rundirs.keep(made[0])  # the oldest
+
+    rundirs.sweep_stale_runs()
+
+    left = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert left == [made[0].name, *(p.name for p in made[-rundirs.KEEP_FINISHED_RUNS:])]
+
+
 async def test_a_standalone_temporal_server_restarts_on_its_db_file_and_keeps_workflows(
     tmp_path: Path,
 ) -> None:
