@@ -107,7 +107,7 @@ async def _storm_one_replica(name: str, concurrency: int, cluster: Cluster, stor
                                                      result_type=ControlResult)
         assert paused.accepted, paused
         cluster.fail_readiness(f"{name}-0-app-1", failing=False)
-        await replica.wait(lambda s: not s.deadlines and s.paused, timeout=60,
+        await replica.wait(lambda s: not s.deadlines and s.paused, timeout=90,  # as for the breach
                            what="healed and paused during the storm")
     except BaseException:
         storm.cancel()
