@@ -88,20 +88,44 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None) 
     return written
 
 
+# Rounds of mirror_pcs: a write is followed by a read that confirms it (see below); more than two rounds means
+# replica workflows are racing on this PCS right now, and whichever writes last confirms in its own next round.
+PCS_MIRROR_ROUNDS = 3
+
+
 def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
     """PCS replicas and availableReplicas, from the mirrored status of its PodCliques and PCSGs.
 
     A replica counts as available the way grove.availability.replica_available decides: every standalone
-    PodClique has minAvailable Ready pods and every PCSG has minAvailable available replicas."""
+    PodClique has minAvailable Ready pods and every PCSG has minAvailable available replicas.
+
+    Every replica workflow of the PCS writes these figures after mirroring its own objects. One whose reads missed
+    another replica's PodClique write could write a stale count after the other had written the right one, and it
+    would stay wrong until some replica's availability changed again. So a writer lists again after its write (one
+    LIST, two with scaling groups) and writes again if the figures moved: of all writers, the one that writes last
+    lists after every PodClique write that came before its write, and corrects it."""
+    written: JSON | None = None  # the PCS as our last write left it: its spec for the count, its status to compare
+    for _ in range(PCS_MIRROR_ROUNDS):
+        patched = _mirror_pcs_once(kube, namespace, pcs, pcs_uid, written)
+        if patched is None:
+            break
+        written = patched
+    return written is not None
+
+
+def _mirror_pcs_once(kube: Kube, namespace: str, pcs: str, pcs_uid: str, written: JSON | None) -> JSON | None:
+    """One read and, if the figures differ, one write: the PCS as patched, or None if nothing was written. After a
+    write of ours (`written`) only the PodCliques (and PCSGs, where the template has any) are read again."""
     selector = names.pcs_selector(pcs)
+    groups_read = functools.partial(kube.list_items, SCALINGGROUPS, namespace, label_selector=selector)
     read: list[Callable[[], Any]] = [
-        functools.partial(kube.get, PODCLIQUESETS, namespace, pcs),
+        (lambda: written) if written is not None else functools.partial(kube.get, PODCLIQUESETS, namespace, pcs),
         functools.partial(kube.list_items, PODCLIQUES, namespace, label_selector=selector),
-        functools.partial(kube.list_items, SCALINGGROUPS, namespace, label_selector=selector),
+        groups_read if written is None or _has_scaling_groups(written) else list,
     ]
     obj, pclqs, groups = fan_out(read)
     if obj is None or uid_of(obj) != pcs_uid:
-        return False
+        return None
     members: dict[str, list[bool]] = defaultdict(list)
     for pclq in pclqs:
         labels = pclq["metadata"].get("labels") or {}
@@ -114,7 +138,7 @@ def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
             members[index].append(_pcsg_available(group))
     wanted = wanted_replicas(obj)
     if wanted is None:
-        return False  # invalid spec: keep the last mirrored figures
+        return None  # invalid spec: keep the last mirrored figures
     available = sum(
         1 for index, ok in members.items() if index.isdigit() and int(index) < wanted and ok and all(ok)
     )
@@ -122,9 +146,13 @@ def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
     figures = {"replicas": wanted, "availableReplicas": available, "hpaPodSelector": podcliqueset_selector(pcs)}
     desired = {**status, **figures}
     if desired == status:
-        return False
-    kube.patch(PODCLIQUESETS, namespace, pcs, {"status": figures}, subresource="status")
-    return True
+        return None
+    patched: JSON = kube.patch(PODCLIQUESETS, namespace, pcs, {"status": figures}, subresource="status")
+    return patched
+
+
+def _has_scaling_groups(pcs: JSON) -> bool:
+    return bool(((pcs.get("spec") or {}).get("template") or {}).get("podCliqueScalingGroups"))
 
 
 def write_pcs_condition(kube: Kube, obj: JSON, kind: str, status: str, reason: str, message: str) -> None:

@@ -1,0 +1,73 @@
+"""The PodCliqueSet's availableReplicas, written by every replica workflow of the PCS after mirroring its own
+PodCliques, ends right when two replicas race: the one whose reads missed the other's PodClique write reads again
+after its own write and corrects it. Against the real apiserver: the objects are created here, no worker runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from activities import status as status_mirror
+from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, Kube, Resource
+from grove import manifests, names
+from grove.plan import plan_replica
+from tests.activities.objects import create_pcs
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from localstack.stack import LocalStack
+
+
+def _pcs(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
+            "metadata": {"name": "race", "namespace": namespace},
+            "spec": {"replicas": 2, "template": {"cliques": [{"name": "a", "spec": {
+                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
+                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}
+
+
+def _ready(client: Kube, namespace: str, pclq: str) -> None:
+    client.patch(PODCLIQUES, namespace, pclq, {"status": {"replicas": 1, "readyReplicas": 1}}, subresource="status")
+
+
+class _ReadsBeforeTheOtherReplica(Kube):
+    """Replica 0's first PodClique LIST is answered, then replica 1 writes its PodClique Ready and mirrors the PCS
+    (both replicas available): replica 0 goes on with a list that misses that write."""
+
+    def __init__(self, api: ApiClient, other: Kube, namespace: str, uid: str) -> None:
+        super().__init__(api)
+        self.other, self.namespace, self.uid, self.raced = other, namespace, uid, False
+
+    def list_items(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> list[Any]:
+        items = super().list_items(resource, namespace, **kwargs)
+        if resource is PODCLIQUES and not self.raced:
+            self.raced = True
+            _ready(self.other, self.namespace, "race-1-a")
+            assert status_mirror.mirror_pcs(self.other, self.namespace, "race", self.uid)
+            assert _available(self.other, self.namespace) == 2
+        return items
+
+
+def _available(client: Kube, namespace: str) -> int | None:
+    obj = client.get(PODCLIQUESETS, namespace, "race")
+    assert obj is not None
+    found: int | None = (obj.get("status") or {}).get("availableReplicas")
+    return found
+
+
+def test_a_replica_that_read_before_the_others_write_corrects_its_own_stale_count(
+        stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
+    client = Kube(kube)
+    model, _, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
+    uid = pcs_obj["metadata"]["uid"]
+    for replica in (0, 1):
+        plan = plan_replica(model, replica)
+        client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, f"race-{replica}-a",
+                                                                          owner=owner))
+    _ready(client, namespace, "race-0-a")  # replica 0's own write; it mirrors the PCS next
+
+    racing = _ReadsBeforeTheOtherReplica(kube, client, namespace, uid)
+    assert status_mirror.mirror_pcs(racing, namespace, "race", uid)
+
+    assert racing.raced
+    assert _available(client, namespace) == 2, "replica 0's stale count (1) must not be the last word"
