@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from worker.history_activities import local_activity
 from workflows.contract import (
     ENSURE_REPLICA,
     ENSURE_REPLICA_CACHED,
@@ -125,6 +127,24 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             if state is not None and not state.terminating and state.ready >= unit.min_available:
                 digest.available_uids.add(state.uid)
 
+    def on_scheduled(name: str) -> None:
+        nonlocal pending
+        if pending is not None:
+            if name not in ENSURES:
+                evaluated(pending)
+            pending = None
+
+    def on_read(name: str, scheduled_at: datetime, result: Payloads) -> None:
+        nonlocal pending, read_at, from_cache
+        read_at = scheduled_at
+        if name in OBSERVES:
+            pending = _decode(result, ReplicaSnapshot)
+            from_cache = pending.from_cache
+        else:
+            ensured = _decode(result, EnsureResult).snapshot
+            evaluated(ensured)
+            from_cache = ensured.from_cache
+
     for event in events:
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
@@ -139,25 +159,19 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
                 digest.recreations.append(RecreateCall(workflow_id, run_id, event.event_id,
                                                        event.event_time.ToDatetime(tzinfo=UTC),
                                                        _decode(attrs.input, RecreateRequest), read_at))
-            if pending is not None:
-                if name not in ENSURES:
-                    evaluated(pending)
-                pending = None
+            on_scheduled(name)
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
             if name in OBSERVES + ENSURES:
-                read_at = scheduled_event.event_time.ToDatetime(tzinfo=UTC)
-            if name in OBSERVES:
-                pending = _decode(attrs_done.result, ReplicaSnapshot)
-                from_cache = pending.from_cache
-            elif name in ENSURES:
-                ensured = _decode(attrs_done.result, EnsureResult).snapshot
-                evaluated(ensured)
-                from_cache = ensured.from_cache
+                on_read(name, scheduled_event.event_time.ToDatetime(tzinfo=UTC), attrs_done.result)
             elif name == TERMINATE_GANG:
                 digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
                                                  completed_at=event.event_time.ToDatetime(tzinfo=UTC)))
+        elif (local := local_activity(event)) is not None:  # scheduled and completed in one marker
+            on_scheduled(local.name)
+            if local.name in OBSERVES + ENSURES and local.result is not None:
+                on_read(local.name, local.scheduled_at or event.event_time.ToDatetime(tzinfo=UTC), local.result)
         elif kind in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
                       EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
                       EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,

@@ -43,6 +43,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from activities.metrics import STUCK_WORKFLOWS
+from worker.history_activities import local_activity
 from workflows.contract import REPLICA_WORKFLOW, quote, replica_query
 
 log = logging.getLogger(__name__)
@@ -342,6 +343,7 @@ def _plan(history: WorkflowHistory, event_id: int, started: int, error: str) -> 
         and any(c.activity_task_completed_event_attributes.scheduled_event_id == e.event_id for c in later
                 if c.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
     )
+    activities.update(local.name for e in later if (local := local_activity(e)) is not None and local.result is not None)
     signals = sum(1 for e in later if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
     updates = sum(1 for e in later if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
     return ResetPlan(event_id=event_id, task_started_event_id=started, replay_error=error,

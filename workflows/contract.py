@@ -79,6 +79,13 @@ RECORD_ROLLOUT_EVENT = "record_rollout_event"
 # start_to_close timeout. A patch in each workflow, decided once per run at its start.
 ACTIVITY_HEARTBEATS_PATCH = "activity-heartbeats"
 ACTIVITY_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+# Run as local activities (issue 17): the replica's routine, short, non-destructive steps. A local activity runs in
+# the workflow task that asks for it and leaves one marker in the history, where an activity leaves three events and
+# a workflow task of three more; a routine round shrinks from about 16 events to about 6, and the Temporal server
+# does that much less work. Fresh reads (the evidence for a destructive decision), materialising, gate releases and
+# every deletion stay activities, visible as such in the UI. A patch, decided once per run at its start.
+LOCAL_ACTIVITIES_PATCH = "local-activities"
+LOCAL_ACTIVITIES = frozenset({OBSERVE_REPLICA_CACHED, MIRROR_STATUS, RECORD_EVENT})
 
 # --- signals, updates, queries -------------------------------------------------------------------------------------
 NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)

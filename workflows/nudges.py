@@ -15,6 +15,7 @@ Deterministic (workflow code): no I/O, no clock; the one patch call is made wher
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from temporalio import workflow
@@ -39,11 +40,12 @@ class Nudges:
         self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
         self.untimed = False  # an untimed nudge arrived since the last read from the apiserver
 
-    def decide_timed(self) -> None:
+    def decide_timed(self, patched: Callable[[str], bool] | None = None) -> None:
         """Once per run, at its start: may timed (and versioned) nudges be told apart (patch markers in new
         histories)? Asked in this order, always: a history recorded before the versioned path replays unchanged."""
-        self.timed = workflow.patched(TIMED_NUDGES_PATCH)
-        self.versioned = self.timed and workflow.patched(VERSIONED_NUDGES_PATCH)
+        patched = patched or workflow.patched
+        self.timed = patched(TIMED_NUDGES_PATCH)
+        self.versioned = self.timed and patched(VERSIONED_NUDGES_PATCH)
 
     def received(self, nudge: Nudge | None) -> None:
         if nudge is None or not self.timed:

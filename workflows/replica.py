@@ -37,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
         ENSURE_REPLICA,
         ENSURE_REPLICA_CACHED,
         FORCE_TERMINATE,
+        LOCAL_ACTIVITIES,
+        LOCAL_ACTIVITIES_PATCH,
         MIRROR_STATUS,
         NUDGE_SIGNAL,
         OBSERVE_REPLICA,
@@ -77,10 +79,11 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
-    from workflows.nudges import Nudges
-    from workflows.replica_rollout import ReplicaRollout
+    from workflows.nudges import TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, Nudges
+    from workflows.patches import REPLICA_BASELINE_PATCH, PatchSet
+    from workflows.replica_rollout import ROLLOUT_PATCH, ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
-    from workflows.signals import SIGNAL_BUDGET_PATCH, Received, history_calls_for_handover
+    from workflows.signals import HISTORY_CAP_PATCH, SIGNAL_BUDGET_PATCH, Received, history_calls_for_handover
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -103,6 +106,13 @@ CACHED_OBSERVE_PATCH = "cached-observe"
 # Every run does one round before it hands over, even if its first task is already past a hand-over threshold (an
 # unpaced signal storm): otherwise runs could follow one another without observing, and a breach go unseen.
 ROUND_BEFORE_HANDOVER_PATCH = "round-before-handover"
+# Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
+# (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
+REPLICA_BASELINE = frozenset({
+    TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, SIGNAL_BUDGET_PATCH, HISTORY_CAP_PATCH, ROLLOUT_PATCH,
+    BREACH_EVENTS_PATCH, STARTUP_ORDER_PATCH, HELD_DEADLINES_PATCH, SCALED_RELEASE_RECHECK_PATCH,
+    CACHED_OBSERVE_PATCH, ACTIVITY_HEARTBEATS_PATCH, LOCAL_ACTIVITIES_PATCH, ROUND_BEFORE_HANDOVER_PATCH,
+})
 
 
 class _Failed(Exception):
@@ -118,7 +128,8 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
-        self._rollout = ReplicaRollout(input.ref, self.state)  # acts on the rolling update turn in self.state
+        self._patched = PatchSet(REPLICA_BASELINE_PATCH, REPLICA_BASELINE)  # workflows/patches.py
+        self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
         # transient: rebuilt by the next observation
         self._nudges = Nudges()  # when to look again (workflows/nudges.py)
         self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
@@ -133,18 +144,21 @@ class ReplicaWorkflow:
         self._received = Received()  # messages this run received (Temporal's caps are per run)
         self._cached_reads = False  # decided once per run, by CACHED_OBSERVE_PATCH
         self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
+        self._local_activities = False  # decided once per run, by LOCAL_ACTIVITIES_PATCH
         self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
-        self._nudges.decide_timed()
-        self._cached_reads = workflow.patched(CACHED_OBSERVE_PATCH)
-        self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if workflow.patched(ACTIVITY_HEARTBEATS_PATCH) else None
+        self._patched.decide()  # first: in a run under the baseline, no other patch records a marker
+        self._nudges.decide_timed(self._patched)
+        self._cached_reads = self._patched(CACHED_OBSERVE_PATCH)
+        self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if self._patched(ACTIVITY_HEARTBEATS_PATCH) else None
+        self._local_activities = self._patched(LOCAL_ACTIVITIES_PATCH)
         while True:
             reason = self._handover_reason()
-            if reason is not None and not self._rounds_begun and workflow.patched(ROUND_BEFORE_HANDOVER_PATCH):
+            if reason is not None and not self._rounds_begun and self._patched(ROUND_BEFORE_HANDOVER_PATCH):
                 # This run has not looked yet: under a storm of signals a run's first task can already be past the
                 # history cap, and handing over at once would start the next run in the same state: runs could
                 # follow one another without ever observing. One round first.
@@ -283,7 +297,7 @@ class ReplicaWorkflow:
         elif deadlines and not self.state.paused and not self._held:
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
             summary = presentation.timer_summary(deadlines)
-        elif deadlines and workflow.patched(HELD_DEADLINES_PATCH):
+        elif deadlines and self._patched(HELD_DEADLINES_PATCH):
             # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
             # to due-and-held, so status never shows an expired deadline as pending.
             timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
@@ -348,7 +362,7 @@ class ReplicaWorkflow:
             # The snapshot can be seconds old (a lost node's base pods are force-deleted by the pod GC meanwhile):
             # the activity checks the base gang again on a read of its own before it removes a scaled gate.
             requires = ({unit.name: unit.min_available for unit in base_members(topology)}
-                        if workflow.patched(SCALED_RELEASE_RECHECK_PATCH) else {})
+                        if self._patched(SCALED_RELEASE_RECHECK_PATCH) else {})
             await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)), requires)
             self.state.scaled_released_at = self.state.scaled_released_at or workflow.now()
 
@@ -359,7 +373,7 @@ class ReplicaWorkflow:
         self._startup = decision
         if self.state.paused or self._held or not decision.pods:
             return
-        if not workflow.patched(STARTUP_ORDER_PATCH):
+        if not self._patched(STARTUP_ORDER_PATCH):
             return
         uids = {pod: uid for state in snapshot.cliques.values() for pod, uid in state.startup_waiting.items()}
         cliques = {pclq: unit.starts_after for unit in topology.cliques
@@ -398,7 +412,7 @@ class ReplicaWorkflow:
         healed = sorted(set(self.state.announced_breaches) - set(breaches))
         if not started and not healed:
             return
-        if not workflow.patched(BREACH_EVENTS_PATCH):
+        if not self._patched(BREACH_EVENTS_PATCH):
             return
         if started:
             await self._activity(RECORD_EVENT, EventRequest(ref=self.ref, reason="BreachDetected", type="Warning",
@@ -482,6 +496,11 @@ class ReplicaWorkflow:
     async def _activity(self, name: str, arg: Any, result_type: type, summary: str,
                         raise_on: tuple[str, ...] = ()) -> Any:
         try:
+            if self._local_activities and name in LOCAL_ACTIVITIES:
+                return await workflow.execute_local_activity(
+                    name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
+                    retry_policy=ACTIVITY_RETRY, summary=summary[:200],
+                )
             return await workflow.execute_activity(
                 name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
                 heartbeat_timeout=self._heartbeat_timeout, retry_policy=ACTIVITY_RETRY, summary=summary[:200],
@@ -498,11 +517,11 @@ class ReplicaWorkflow:
     # --- continue-as-new -------------------------------------------------------------------------------------------
     def _handover_reason(self) -> str | None:
         """Why this run should continue-as-new now, or None."""
-        reason = history_calls_for_handover(self.input.history_event_limit)
+        reason = history_calls_for_handover(self.input.history_event_limit, self._patched)
         if reason is not None:
             return reason
         spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
-        if spent is not None and workflow.patched(SIGNAL_BUDGET_PATCH):
+        if spent is not None and self._patched(SIGNAL_BUDGET_PATCH):
             return spent
         return None
 

@@ -13,6 +13,7 @@ Pure counting and workflow.info(), no I/O: safe in workflow code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -34,7 +35,7 @@ HISTORY_EVENTS_PER_RUN = 1_000
 HISTORY_CAP_PATCH = "history-cap"
 
 
-def history_calls_for_handover(limit: int) -> str | None:
+def history_calls_for_handover(limit: int, patched: Callable[[str], bool] | None = None) -> str | None:
     """Why the current run's history calls for continue-as-new now, or None. Workflow code only.
 
     `limit` is the input's own history_event_limit. The patch is asked only when the run is past the cap and nothing
@@ -46,7 +47,7 @@ def history_calls_for_handover(limit: int) -> str | None:
         return f"Temporal suggests it ({length} history events)"
     if length > limit:
         return f"{length} history events (limit {limit})"
-    if length > HISTORY_EVENTS_PER_RUN and workflow.patched(HISTORY_CAP_PATCH):
+    if length > HISTORY_EVENTS_PER_RUN and (patched or workflow.patched)(HISTORY_CAP_PATCH):
         return f"{length} history events (a replay stays short)"
     return None
 

@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, clique, pcs_manifest
+from worker.history_activities import activity_names, patches_in
 from worker.telemetry import client_interceptors
 from worker.watcher import Watcher
 from workflows.contract import NUDGE_SIGNAL
@@ -33,10 +33,8 @@ if TYPE_CHECKING:
 
 async def _observes(handle: WorkflowHandle) -> int:  # type: ignore[type-arg]
     history = await handle.fetch_history()
-    return sum(1 for e in history.events
-               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-               and e.activity_task_scheduled_event_attributes.activity_type.name in ("observe_replica",
-                                                                                      "observe_replica_cached"))
+    return sum(1 for name in activity_names(list(history.events))
+               if name in ("observe_replica", "observe_replica_cached"))
 
 
 async def _quiet(handle: WorkflowHandle, seconds: float = 3.0) -> int:  # type: ignore[type-arg]
@@ -56,10 +54,7 @@ async def test_a_nudge_sent_before_the_last_observation_began_brings_no_round_an
     await Replica(temporal_client, cluster, "nudged").wait_phase(Phase.AVAILABLE, timeout=60)
     handle = temporal_client.get_workflow_handle(cluster.workflow_id("nudged", 0))
     history = await handle.fetch_history()
-    markers = [e.marker_recorded_event_attributes for e in history.events
-               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert any(TIMED_NUDGES_PATCH.encode() in m.SerializeToString() for m in markers), \
-        "a new workflow takes the timed-nudges path"
+    assert TIMED_NUDGES_PATCH in patches_in(list(history.events)), "a new workflow takes the timed-nudges path"
 
     # Routine rounds read the watch cache, which has no clock: an untimed nudge makes the next round read the
     # apiserver, and from then on a nudge judged by the clock is covered if it was sent before that read began.
@@ -96,8 +91,7 @@ async def test_a_watcher_an_hour_behind_the_activity_worker_still_has_every_chan
         replica = Replica(temporal_client, cluster, "skewed")
         await replica.wait_phase(Phase.AVAILABLE, timeout=90)
         history = await replica.handle.fetch_history()
-        assert any(VERSIONED_NUDGES_PATCH.encode() in e.marker_recorded_event_attributes.SerializeToString()
-                   for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED)
+        assert VERSIONED_NUDGES_PATCH in patches_in(list(history.events))
         for attempt in range(3):
             cluster.fail_readiness("skewed-0-app-1")
             await replica.wait(lambda s: bool(s.deadlines), timeout=20, what=f"breach {attempt + 1} seen")

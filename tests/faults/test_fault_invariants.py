@@ -295,6 +295,38 @@ def test_the_workflow_saw_available_only_what_it_evaluated() -> None:
     assert run.available_uids == {"uid-a"} and run.observations == 2
 
 
+def local(event_id: int, activity: str, result: object) -> HistoryEvent:
+    """A local activity's marker, as the SDK's core writes it (seen in a real history)."""
+    event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_MARKER_RECORDED)
+    marker = event.marker_recorded_event_attributes
+    marker.marker_name = "core_local_activity"
+    data = {"seq": event_id, "attempt": 1, "activity_id": str(event_id), "activity_type": activity,
+            "complete_time": {"seconds": 1795678844, "nanos": 0}, "backoff": None,
+            "original_schedule_time": {"seconds": 1795678845, "nanos": 43679441}, "activation_index": 1}
+    marker.details["data"].payloads.extend(pydantic_data_converter.payload_converter.to_payloads([data]))
+    marker.details["result"].payloads.extend(pydantic_data_converter.payload_converter.to_payloads([result]))
+    return event
+
+
+def terminate(event_id: int) -> HistoryEvent:
+    event = scheduled(event_id, "terminate_gang")
+    event.activity_task_scheduled_event_attributes.input.payloads.extend(
+        pydantic_data_converter.payload_converter.to_payloads([call(event_id, 1.0).request]))
+    return event
+
+
+def test_local_activity_markers_count_as_observations_and_a_termination_on_a_cached_one_is_caught() -> None:
+    cached = snapshot("uid-a", 2).model_copy(update={"from_cache": True})
+    events = [local(1, "observe_replica_cached", cached), local(2, "mirror_status", ["avail-0-frontend"]),
+              local(3, "observe_replica_cached", cached), terminate(4)]
+    run = digest_events("wf", "run", events)
+    assert run.available_uids == {"uid-a"} and run.observations == 2
+    assert run.decided_on_cache == [4], "terminate_gang scheduled right after a read from the watch cache"
+    fresh = [local(1, "observe_replica_cached", cached), scheduled(2, "observe_replica"),
+             completed(3, 2, snapshot("uid-a", 2)), terminate(4)]
+    assert digest_events("wf", "run", fresh).decided_on_cache == []
+
+
 # --- schedule ----------------------------------------------------------------------------------------------------
 def planner(seed: int) -> schedule.Planner:
     return schedule.Planner(random.Random(seed), {"avail": ["avail-0-api-0", "avail-0-frontend-0"]},

@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowHandle,
@@ -28,6 +27,7 @@ from grove.models import PodCliqueSet
 from grove.plan import topology_for
 from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
+from worker.history_activities import activity_names, patches_in
 from workflows import contract
 from workflows.messages import (
     CachedObserveRequest,
@@ -51,6 +51,8 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
+from workflows.nudges import TIMED_NUDGES_PATCH
+from workflows.patches import REPLICA_BASELINE_PATCH
 from workflows.replica import ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
@@ -292,9 +294,7 @@ async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its
         history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
         assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
         assert cap < len(history.events) < cap + 40, len(history.events)
-        markers = [e.marker_recorded_event_attributes for e in history.events
-                   if e.HasField("marker_recorded_event_attributes")]
-        assert any(signals.HISTORY_CAP_PATCH in str(m.details) for m in markers), "patch-guarded"
+        assert signals.HISTORY_CAP_PATCH in patches_in(list(history.events)), "patch-guarded"
         status = await _status(handle)
         assert status.nudges_total >= 1 and status.terminations_total == 0
 
@@ -319,9 +319,28 @@ async def test_every_run_looks_once_before_it_hands_over_even_when_it_starts_pas
         history = await client.get_workflow_handle(ref.workflow_id, run_id=run_id).fetch_history()
         last = history.events[-1]
         assert last.HasField("workflow_execution_continued_as_new_event_attributes"), last
-        kinds = [e.event_type for e in history.events]
-        assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED in kinds, f"run {run_id} handed over unobserved"
-        markers = [e.marker_recorded_event_attributes for e in history.events
-                   if e.HasField("marker_recorded_event_attributes")]
-        assert any(ROUND_BEFORE_HANDOVER_PATCH in str(m.details) for m in markers), "patch-guarded"
+        steps = activity_names(list(history.events))
+        assert contract.OBSERVE_REPLICA_CACHED in steps or contract.OBSERVE_REPLICA in steps, \
+            f"run {run_id} handed over unobserved: {steps}"
+        assert ROUND_BEFORE_HANDOVER_PATCH in patches_in(list(history.events)), "patch-guarded"
         run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+
+
+async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_local_activities(client: Client) -> None:
+    """Each patch marker costs two events per run (marker and search attribute upsert): a new run records only the
+    baseline, which stands for every earlier patch. Its cached reads and status mirrors are local activities (one
+    marker each); nothing routine is scheduled as an activity."""
+    cluster = ScriptedCluster(_pcs("lean"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        history = await handle.fetch_history()
+    events = list(history.events)
+    markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
+               if e.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert len(markers) == 1 and REPLICA_BASELINE_PATCH.encode() in markers[0].payloads[0].data
+    assert {TIMED_NUDGES_PATCH, contract.LOCAL_ACTIVITIES_PATCH} <= patches_in(events)
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                 if e.HasField("activity_task_scheduled_event_attributes")]
+    assert not set(scheduled) & contract.LOCAL_ACTIVITIES, scheduled
+    assert {contract.OBSERVE_REPLICA_CACHED, contract.MIRROR_STATUS} <= set(activity_names(events))

@@ -16,6 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from tests.histories import FIXTURES, load, replayer
+from workflows.contract import LOCAL_ACTIVITIES_PATCH
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import BREACH_EVENTS_PATCH, ReplicaWorkflow
 
@@ -41,5 +42,19 @@ async def test_without_the_patch_guard_the_older_history_would_break(monkeypatch
                          workflow_runner=UnsandboxedWorkflowRunner())
     history = load(FIXTURES / "compat" / "v0.1.0-s8_heal_then_new_breach.json")
     result = await unguarded.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
+
+
+async def test_without_the_guard_a_run_begun_before_local_activities_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun by the release before local activities and the patch baseline (cc9c238) replays on today's code
+    (above); forced onto local activities, the same history fails: where it scheduled observe_replica_cached as an
+    activity, today's code would record a local activity marker."""
+    real = workflow.patched
+    monkeypatch.setattr(workflow, "patched",
+                        lambda patch_id: True if patch_id == LOCAL_ACTIVITIES_PATCH else real(patch_id))
+    history = load(FIXTURES / "compat" / "pre-baseline-cc9c238-breach_termination.json")
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure

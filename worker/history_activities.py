@@ -1,0 +1,74 @@
+"""The activities a workflow history records, local ones included.
+
+An activity leaves ACTIVITY_TASK_SCHEDULED / STARTED / COMPLETED events. A local activity (workflows/contract.py,
+LOCAL_ACTIVITIES) leaves a single MARKER_RECORDED event, named core_local_activity by the SDK's core, whose details
+hold a JSON "data" payload (activity type, attempt, original schedule time) and the "result" payloads. Readers of
+histories (the doctor, the fault runner's invariants, tests) go through this module so both count the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
+@dataclass(frozen=True)
+class LocalActivityRecord:
+    """One local activity as its marker records it (only completed ones, or ones that failed for good, leave one)."""
+
+    name: str
+    scheduled_at: datetime | None  # the first attempt's schedule time
+    result: Payloads | None  # None if it failed
+
+
+def local_activity(event: HistoryEvent) -> LocalActivityRecord | None:
+    """The local activity this event records, or None if it records none."""
+    if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+        return None
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER or "data" not in marker.details:
+        return None
+    data = json.loads(marker.details["data"].payloads[0].data)
+    scheduled = data.get("original_schedule_time") or {}
+    scheduled_at = (datetime.fromtimestamp(int(scheduled.get("seconds", 0)) + int(scheduled.get("nanos", 0)) / 1e9,
+                                           tz=UTC) if scheduled else None)
+    failed = marker.HasField("failure")
+    result = marker.details["result"] if "result" in marker.details and not failed else None
+    return LocalActivityRecord(name=str(data.get("activity_type", "")), scheduled_at=scheduled_at, result=result)
+
+
+def activity_names(events: list[HistoryEvent]) -> list[str]:
+    """Every activity the history scheduled and every local activity it recorded, in order."""
+    names: list[str] = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif (local := local_activity(event)) is not None:
+            names.append(local.name)
+    return names
+
+
+PATCH_MARKER = "core_patch"
+
+
+def patches_in(events: list[HistoryEvent]) -> set[str]:
+    """The patches the history's run took: each patch marker's id, and for the replica baseline every patch it
+    stands for (workflows/patches.py)."""
+    from workflows.patches import REPLICA_BASELINE_PATCH
+    from workflows.replica import REPLICA_BASELINE
+
+    found: set[str] = set()
+    for event in events:
+        marker = event.marker_recorded_event_attributes
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and marker.marker_name == PATCH_MARKER:
+            found.add(str(json.loads(marker.details["patch-data"].payloads[0].data)["id"]))
+    if REPLICA_BASELINE_PATCH in found:
+        found |= REPLICA_BASELINE
+    return found
