@@ -24,6 +24,7 @@ class LocalActivityRecord:
     """One local activity as its marker records it (only completed ones, or ones that failed for good, leave one)."""
 
     name: str
+    attempt: int
     scheduled_at: datetime | None  # the first attempt's schedule time
     result: Payloads | None  # None if it failed
 
@@ -41,7 +42,8 @@ def local_activity(event: HistoryEvent) -> LocalActivityRecord | None:
                                            tz=UTC) if scheduled else None)
     failed = marker.HasField("failure")
     result = marker.details["result"] if "result" in marker.details and not failed else None
-    return LocalActivityRecord(name=str(data.get("activity_type", "")), scheduled_at=scheduled_at, result=result)
+    return LocalActivityRecord(name=str(data.get("activity_type", "")), attempt=int(data.get("attempt", 1)),
+                               scheduled_at=scheduled_at, result=result)
 
 
 def activity_names(events: list[HistoryEvent]) -> list[str]:

@@ -88,6 +88,11 @@ with workflow.unsafe.imports_passed_through():
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
 ACTIVITY_TIMEOUT = timedelta(seconds=60)
+# A local activity holds its workflow task open while it runs and while it retries within the threshold; queries
+# and updates meanwhile wait for the SDK's workflow-task heartbeat (about 7 s, measured). So an attempt gets at most
+# 10 s, and a retry more than 2 s away waits on a workflow timer instead, with the task closed and queries answered.
+LOCAL_ACTIVITY_TIMEOUT = timedelta(seconds=10)
+LOCAL_RETRY_THRESHOLD = timedelta(seconds=2)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
 # Patches: each names one change to the commands this workflow issues (docs/architecture.md, "Upgrading the workflow safely").
@@ -498,8 +503,8 @@ class ReplicaWorkflow:
         try:
             if self._local_activities and name in LOCAL_ACTIVITIES:
                 return await workflow.execute_local_activity(
-                    name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
-                    retry_policy=ACTIVITY_RETRY, summary=summary[:200],
+                    name, arg, result_type=result_type, start_to_close_timeout=LOCAL_ACTIVITY_TIMEOUT,
+                    retry_policy=ACTIVITY_RETRY, local_retry_threshold=LOCAL_RETRY_THRESHOLD, summary=summary[:200],
                 )
             return await workflow.execute_activity(
                 name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,

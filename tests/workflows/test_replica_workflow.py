@@ -27,7 +27,7 @@ from grove.models import PodCliqueSet
 from grove.plan import topology_for
 from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
-from worker.history_activities import activity_names, patches_in
+from worker.history_activities import activity_names, local_activity, patches_in
 from workflows import contract
 from workflows.messages import (
     CachedObserveRequest,
@@ -84,6 +84,7 @@ class ScriptedCluster:
         self.events: list[str] = []
         self.calls: list[str] = []  # observe, observe (cache), terminate, ... in the order the workflow made them
         self.cache_ready: int | None = None  # what the watch cache says, where it lags the cluster
+        self.mirror_failures = 0  # the next this many status mirrors fail (kube-apiserver unreachable)
         self._lock = threading.Lock()
 
     def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
@@ -121,6 +122,10 @@ class ScriptedCluster:
 
         @activity.defn(name=contract.MIRROR_STATUS)
         def mirror(request: MirrorRequest) -> list[str]:
+            with self._lock:
+                if self.mirror_failures > 0:
+                    self.mirror_failures -= 1
+                    raise RuntimeError("kube-apiserver unreachable")
             return [m.name for m in request.objects]
 
         @activity.defn(name=contract.RECORD_EVENT)
@@ -344,3 +349,28 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert not set(scheduled) & contract.LOCAL_ACTIVITIES, scheduled
     assert {contract.OBSERVE_REPLICA_CACHED, contract.MIRROR_STATUS} <= set(activity_names(events))
+
+
+async def test_a_failing_local_activity_retries_on_a_timer_and_queries_are_answered_meanwhile(client: Client) -> None:
+    """A local activity holds its workflow task open while it retries within the threshold, and a query waits for the
+    SDK's workflow-task heartbeat meanwhile (7 s measured). Past 2 s of back-off the retry waits on a workflow timer,
+    with the task closed: the status query is answered while kube-apiserver is down."""
+    cluster = ScriptedCluster(_pcs("retrying"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        mark = len((await handle.fetch_history()).events)
+        cluster.mirror_failures = 4  # attempts 1-3 within the threshold (1 s, 2 s apart), the 4th 4 s later: on a timer
+        await _breach(cluster, handle)
+        answered = []
+        while cluster.mirror_failures > 0:
+            answered.append(await handle.query(contract.STATUS_QUERY, result_type=ReplicaStatus,
+                                               rpc_timeout=timedelta(seconds=5)))
+            await asyncio.sleep(0.5)
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=30)
+        history = await handle.fetch_history()
+    mirrors = [local for e in list(history.events)[mark:]
+               if (local := local_activity(e)) is not None and local.name == contract.MIRROR_STATUS]
+    assert [m.attempt for m in mirrors if m.result is None] == [3, 4], "from the third on, back-off on a timer"
+    assert [m.attempt for m in mirrors if m.result is not None][0] == 5, "the fifth attempt went through"
+    assert answered, "every query was answered within 5 s while the mirror kept failing"
