@@ -21,6 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
+from workflows.contract import NUDGE_SIGNAL
 from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, Phase
 from workflows.signals import HISTORY_EVENTS_PER_RUN
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from localstack.stack import LocalStack
     from localstack.temporal import TemporalDevServer
 
-SUGGEST_AFTER_EVENTS = 18  # one observe-and-mirror round after a nudge is about that many (a run's patch markers included)
+SUGGEST_AFTER_EVENTS = 18  # a run passes this after its first round and a nudged one (local activities: one marker each)
 DELAY_S = 10
 
 
@@ -77,6 +78,12 @@ async def test_continue_as_new_during_a_pending_delay_terminates_at_the_original
     cluster.fail_readiness("can-0-frontend-1")
     breached = await replica.wait(lambda s: bool(s.deadlines), what="deadline")
     deadline = breached.deadlines[0]
+    # The server's suggestion is read when a workflow task starts. A round's local activities add their events
+    # inside one task, so the run that saw the breach can reach the timer without another task and wait out the
+    # whole delay; a nudge during the delay (as any pod change brings) starts a task past the threshold.
+    for _ in range(2):
+        await replica.handle.signal(NUDGE_SIGNAL)
+        await asyncio.sleep(1.0)
     wait_for(lambda: cluster.live_pclq_uids().get("can-0-frontend") not in (None, before["PodClique/can-0-frontend"]),
              timeout=DELAY_S + 30, what="terminated and recreated")
     status = await replica.status()
