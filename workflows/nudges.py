@@ -40,10 +40,9 @@ class Nudges:
         self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
         self.untimed = False  # an untimed nudge arrived since the last read from the apiserver
 
-    def decide_timed(self, patched: Callable[[str], bool] | None = None) -> None:
+    def decide_timed(self, patched: Callable[[str], bool]) -> None:
         """Once per run, at its start: may timed (and versioned) nudges be told apart (patch markers in new
         histories)? Asked in this order, always: a history recorded before the versioned path replays unchanged."""
-        patched = patched or workflow.patched
         self.timed = patched(TIMED_NUDGES_PATCH)
         self.versioned = self.timed and patched(VERSIONED_NUDGES_PATCH)
 

@@ -20,7 +20,6 @@ from temporalio import workflow
 REPLICA_BASELINE_PATCH = "replica-baseline-1"
 
 
-
 class PatchSet:
     """`workflow.patched`, except that in a run begun under the baseline every patch it covers is taken without a
     marker of its own. `decide` must come first in the run, before any patch is asked."""
@@ -37,6 +36,3 @@ class PatchSet:
         if self.baseline and patch_id in self._covers:
             return True
         return workflow.patched(patch_id)
-
-    def covers(self, patch_id: str) -> bool:
-        return patch_id in self._covers

@@ -36,10 +36,10 @@ class ReplicaRollout:
     """Acts on the turn, progress marks and halt kept in the replica workflow's durable state (`owner.rollout`,
     carried whole across continue-as-new); holds nothing durable itself."""
 
-    def __init__(self, ref: ReplicaRef, owner: ReplicaState, patched: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, ref: ReplicaRef, owner: ReplicaState, patched: Callable[[str], bool]) -> None:
         self.ref = ref
         self.owner = owner
-        self._patched = patched  # the replica's PatchSet (workflows/patches.py); workflow.patched when None
+        self._patched = patched  # the replica's PatchSet (workflows/patches.py)
         self.step: ReplicaStep | None = None  # transient: the last round's step
         self.due: datetime | None = None  # transient: the earliest progressDeadline of the last round
 
@@ -108,7 +108,7 @@ class ReplicaRollout:
         if turn.paused or hold or not step.acts:
             self._note("paused" if turn.paused or hold else "; ".join(f"{c}: {w}" for c, w in step.pending.items()))
             return step.in_progress
-        if not (self._patched or workflow.patched)(ROLLOUT_PATCH):
+        if not self._patched(ROLLOUT_PATCH):
             return step.in_progress
         request = RecreateRequest(ref=self.ref, pods=step.delete_pods, cliques=step.delete_cliques,
                                   generation_hash=turn.generation_hash, units=step.recreating)
@@ -121,7 +121,7 @@ class ReplicaRollout:
         self.state = self.state.model_copy(update={"last_step": text[:300]})
 
     async def _report(self, turn: RolloutTurn, outcome: str, message: str) -> None:
-        if self.state.reported >= turn.seq or not (self._patched or workflow.patched)(ROLLOUT_PATCH):
+        if self.state.reported >= turn.seq or not self._patched(ROLLOUT_PATCH):
             return
         report = TurnReport(replica=self.ref.replica, seq=turn.seq, generation_hash=turn.generation_hash,
                             outcome=outcome, message=message, at=workflow.now())
