@@ -22,14 +22,12 @@ native PodGroup: it is the least any controller must do to release the gates). R
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import floor
 from bench.cluster import BenchCluster, Clusters
-from bench.env import REPO
 from bench.observer import Observer, Tracked
 from bench.profile import Profiler
 from bench.stats import against_floor
@@ -98,17 +96,7 @@ def _drive(cluster: BenchCluster, observer: Observer, namespace: str, replicas: 
 
 def _start_floor(cluster: BenchCluster, namespace: str) -> tuple[subprocess.Popen[bytes], Path]:
     log = cluster.log_dir / f"floor-{namespace}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.floor", "--kubeconfig", str(cluster.stack.kubeconfig),
-                                 "--namespace", namespace, "--base-pods", str(BASE_PODS)],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while b"floor: watching" not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the floor script did not start; see {log}")
-        time.sleep(0.1)
-    return proc, log
+    return floor.start(Path(cluster.stack.kubeconfig), namespace, BASE_PODS, log), log
 
 
 async def run(clusters: Clusters, *, replicas: int = 20, interval: float = 1.5, timeout: float = 300.0,

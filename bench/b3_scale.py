@@ -6,37 +6,83 @@ its pod Ready), and the worker quiet again (no Kubernetes request but lease rene
 At quiet: worker CPU seconds (from /proc, since the first create), peak RSS (VmHWM, the process's lifetime),
 Kubernetes requests by verb (worker /metrics), Temporal history events of every replica workflow
 (DescribeWorkflowExecution). Growth compares each size with the previous one, also per replica.
+
+The floor (issue 17) runs first on each size's stack, in a namespace of its own, before the product's worker
+starts: bench/direct.py creates the same PodCliqueSets and every replica's objects from the product's own plan and
+manifests on 8 threads, and bench/floor.py (its own process, one pod watch) removes each gate. Its objects stay
+while the product runs, which weighs on the product's side, never the floor's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
-from bench import replicas
+from activities.backend import detect
+from bench import direct, floor, replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
 from bench.sampling import Delta, Reading, history_lengths, wait_quiet
 from bench.stats import ratio, summary
+from bench.workload import live_pods
 
 MIB = 1024 * 1024
+FLOOR_THREADS = 8
+TARGET_SIZE, TARGET_RATIO = 1000, 1.5  # issue 17: at 1,000 replicas, all released within 1.5x the floor
 
 
 async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), per_pcs: int = 10,
-              timeout: float = 1800.0, profile: bool = False) -> dict[str, Any]:
+              pods_per_replica: int = 1, timeout: float = 1800.0, profile: bool = False) -> dict[str, Any]:
     results = []
     for size in sizes:
-        async with clusters.cluster(pods=size) as cluster:
-            results.append(await _one(cluster, size, per_pcs, timeout, profile))
-    return {"per_pcs": per_pcs, "sizes": results, "growth": _growth(results)}
+        async with clusters.cluster(pods=2 * size * pods_per_replica) as cluster:
+            floor_result = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica, timeout)
+            result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
+            result["floor"] = floor_result
+            result["all_released_vs_floor"] = ratio(result["all_released_s"], floor_result["all_released_s"])
+            results.append(result)
+    targets = {f"all_released_le_{TARGET_RATIO:g}x_floor_at_{r['replicas']}": r["all_released_vs_floor"] <= TARGET_RATIO
+               for r in results if r["replicas"] == TARGET_SIZE and r["all_released_vs_floor"] is not None}
+    return {"per_pcs": per_pcs, "pods_per_replica": pods_per_replica, "sizes": results, "growth": _growth(results),
+            "targets": targets}
 
 
-async def _one(cluster: BenchCluster, size: int, per_pcs: int, timeout: float, profile: bool) -> dict[str, Any]:
+def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float) -> dict[str, Any]:
+    """The same replicas made by a direct client (no Temporal), their gates removed from a pod watch."""
+    namespace = cluster.namespace(f"b3-floor-{size}")
+    backend = detect(cluster.kube, "auto").default  # what the product's worker (auto) chooses on this stack
+    proc = floor.start(cluster.stack.kubeconfig, namespace, replicas.BASE_PODS[pods_per_replica],
+                       cluster.log_dir / f"floor-{namespace}.log")
+    fleet = replicas.plan(namespace, size, per_pcs, pods_per_replica)
+    pods_total = size * pods_per_replica
+    try:
+        with Observer(cluster.kube, [namespace]) as observer:
+            t0 = time.time()
+            created = replicas.create_all(cluster, fleet)
+            requests = len(created) + direct.materialise_all(cluster.kube, created, backend, FLOOR_THREADS)
+            t_created = time.time()
+
+            def released() -> bool:
+                pods = live_pods(observer, namespace)
+                return len(pods) >= pods_total and all(not p.state["gated"] for p in pods)
+
+            t_released = observer.wait(released, timeout, f"floor: {pods_total} pods released", 0.25)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
+            "all_released_s": round(t_released - t0, 2),
+            "kube_requests_per_replica": round((requests + pods_total) / size, 2)}  # + one gate patch per pod
+
+
+async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float,
+               profile: bool) -> dict[str, Any]:
     namespace = cluster.namespace(f"b3-{size}")
     worker = cluster.worker(namespace)
     worker.wait_ready()
-    fleet = replicas.plan(namespace, size, per_pcs)
+    fleet = replicas.plan(namespace, size, per_pcs, pods_per_replica)
     component_cpu = cluster.stack_cpu()
     with Observer(cluster.kube, [namespace]) as observer:
         profiler = Profiler(worker.pid, cluster.log_dir / f"py-spy-b3-{size}.txt").start() if profile else None

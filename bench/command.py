@@ -2,7 +2,7 @@
 
 Scenarios (bench/): b1 gate-release latency against a measured floor, b2 termination accuracy, b3 scale,
 b4 idle cost, b5 crash recovery, rollout (an image change across N replicas of 17 pods against a direct-client
-floor, issue 12). The JSON goes to bench-results/<scenario>-<timestamp>.json.
+floor, issue 12), scaleout (1, 2, 3 workers on one task queue, every action once, issue 17). The JSON goes to bench-results/<scenario>-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ REPO = Path(__file__).resolve().parents[1]
 ACCEPTS = {
     "b1": {"replicas", "interval", "profile", "backends"},
     "b2": {"replicas", "delay"},
-    "b3": {"sizes", "per_pcs", "profile"},
+    "b3": {"sizes", "per_pcs", "profile", "pods_per_replica"},
     "b4": {"replicas", "window", "per_pcs"},
     "b5": {"replicas", "per_pcs", "profile", "workers"},
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
+    "scaleout": {"replicas", "per_pcs", "worker_counts", "delay"},
 }
 
 
@@ -38,6 +39,19 @@ def _backends(value: str | None) -> tuple[str, ...] | None:
     return chosen
 
 
+def _worker_counts(value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        counts = tuple(int(c) for c in value.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or any(not 1 <= c <= 8 for c in counts):
+        raise typer.BadParameter(f"{value!r}: a comma-separated list of worker counts from 1 to 8",
+                                 param_hint="'--worker-counts'")
+    return counts
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
 
@@ -45,17 +59,19 @@ def register(app: typer.Typer) -> None:
 def bench(
     scenario: Annotated[str, typer.Argument(help="b1 release latency, b2 termination accuracy, b3 scale, "
                                                  "b4 idle cost, b5 recovery, scale: PCSG scale write → "
-                                                 "gates released, rollout: image change")],
+                                                 "gates released, rollout: image change, scaleout: 1-3 "
+                                                 "workers, no duplicate action")],
     replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); scale: scale writes (20); "
-                                                     "b2: breaches (20); "
+                                                     "b2: breaches (20); scaleout: replicas (300); "
                                                      "b4: settled replicas (200); b5: active replicas (100); "
                                                      "rollout: PCS replicas of 17 pods (100)")] = None,
     interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations, scale: between "
                                                        "scale writes (1.5)")] = None,
-    delay: Annotated[float | None, typer.Option(help="b2: terminationDelay in seconds (5)")] = None,
+    delay: Annotated[float | None, typer.Option(help="b2, scaleout: terminationDelay in seconds (5)")] = None,
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
-    per_pcs: Annotated[int | None, typer.Option(help="b3-b5, rollout: replicas per PodCliqueSet (10)")] = None,
+    per_pcs: Annotated[int | None, typer.Option(help="b3-b5, rollout, scaleout: replicas per PodCliqueSet "
+                                                          "(10)")] = None,
     profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
                                                "JSON)")] = False,
     backends: Annotated[str | None, typer.Option(help="b1: comma-separated gang scheduler backends measured one "
@@ -64,6 +80,10 @@ def bench(
                                                       "($GROVE_TEMPORAL_SCHEDULER_BACKEND)")] = None,
     workers: Annotated[int | None, typer.Option(min=1, max=2, help="b5: 1 (kill the worker, start it again) or 2 "
                                                                   "(kill the leading one of two)")] = None,
+    pods_per_replica: Annotated[int | None, typer.Option(help="b3: 1 (one clique of one pod) or 17 (the shape of "
+                                                             "seeds 003/004, as in rollout)")] = None,
+    worker_counts: Annotated[str | None, typer.Option(help="scaleout: comma-separated worker counts, each on a "
+                                                           "fresh stack (1,2,3)")] = None,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
 ) -> None:
     """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
@@ -76,9 +96,12 @@ def bench(
         raise typer.BadParameter(f"unknown scenario {scenario!r}; one of {', '.join(ACCEPTS)}")
     given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "window": window,
                              "per_pcs": per_pcs, "workers": workers,
+                             "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
                              "profile": profile or None,
                              "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
                              "backends": _backends(backends)}
+    if pods_per_replica is not None and pods_per_replica not in (1, 17):
+        raise typer.BadParameter(f"{pods_per_replica}: 1 or 17", param_hint="'--pods-per-replica'")
     given = {k: v for k, v in given.items() if v is not None}
     wrong = sorted(set(given) - ACCEPTS[scenario])
     if wrong:

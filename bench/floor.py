@@ -13,9 +13,14 @@ one replica, from the product's own plan, in the product's order.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
+import time
 from collections import defaultdict
+from pathlib import Path
 
 from activities.kubeapi import JSON, PODS, Kube, ListWatch
+from bench.env import REPO
 from grove import manifests, names
 from grove.plan import plan_replica
 from grove.validation import parse_pcs
@@ -89,6 +94,21 @@ class Floor:
 
         ListWatch(self.kube, PODS, self.namespace, on_event, label_selector=names.managed_selector(),
                   on_synced=synced, watch_timeout_seconds=3600).run()
+
+
+def start(kubeconfig: Path, namespace: str, base_pods: int, log: Path) -> subprocess.Popen[bytes]:
+    """This script as its own process, once its watch is up (its output goes to `log`)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.floor", "--kubeconfig", str(kubeconfig),
+                                 "--namespace", namespace, "--base-pods", str(base_pods)],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while b"floor: watching" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the floor script did not start; see {log}")
+        time.sleep(0.1)
+    return proc
 
 
 def main() -> None:

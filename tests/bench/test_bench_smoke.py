@@ -78,6 +78,9 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert size["worker_cpu_s"] > 0 and size["worker_peak_rss_mib"] > 0
         assert size["kube_requests_by_verb"]["create"] >= size["replicas"]
         assert size["history_events_per_replica"]["n"] == size["replicas"]
+        floor = size["floor"]  # the direct client on the same stack, just before
+        assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
+        assert floor["kube_requests_per_replica"] >= 6  # Service, PodClique, PodGang, pod, refs, gate (+ PCS)
     (growth,) = results["growth"]
     assert growth["size_ratio"] == 2.0
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
@@ -99,6 +102,22 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     _positive_summary(results["progressed_after_kill_s"], 3)
     assert abs(results["all_progressed_after_kill_s"] - results["progressed_after_kill_s"]["max"]) < 0.01
     assert results["worker_ready_after_kill_s"] and results["watcher_lease_taken_after_kill_s"]
+
+
+async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStack) -> None:
+    options = {"replicas": 4, "per_pcs": 2, "worker_counts": (1, 2), "delay": 2.0}
+    results = _envelope_ok(await run_scenario("scaleout", options, stack=stack), "scaleout")
+    assert [r["workers"] for r in results["worker_counts"]] == [1, 2]
+    for one in results["worker_counts"]:
+        assert one["duplicates"] == [], one["duplicates"]
+        # every replica released twice (created, then recreated after its gang termination), terminated once
+        assert one["once"]["pods_released"] == 8 and one["once"]["terminations"] == 4
+        assert one["once"]["pclq_incarnations"] == 8 and one["once"]["gang_terminated_events"] == 4
+        assert 0 < one["all_released_s"] <= one["all_mirrored_ready_s"]
+        assert one["breach_to_all_settled_s"] >= options["delay"]
+        assert one["workers_alive_at_end"] == one["workers"]
+        assert sum(one["activity_attempts_per_worker"]) > 0
+    assert results["targets"]["no_duplicate_action"]
 
 
 async def test_scale_write_to_release_against_the_floor(stack: LocalStack) -> None:

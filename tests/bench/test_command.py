@@ -1,0 +1,27 @@
+"""`grove-temporal bench`: bad options are refused by name before any stack starts."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from worker.cli import app
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["scaleout", "--worker-counts", "1,x"], "--worker-counts"),
+    (["scaleout", "--worker-counts", "0,2"], "--worker-counts"),
+    (["b3", "--pods-per-replica", "5"], "--pods-per-replica"),
+    (["b1", "--worker-counts", "2"], "--worker-counts"),
+])
+def test_a_bad_option_is_refused_by_name_and_starts_nothing(args: list[str], named: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.runner
+
+    async def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a scenario started")
+
+    monkeypatch.setattr(bench.runner, "run_scenario", never)
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["bench", *args])
+    assert result.exit_code == 2, result.output
+    assert named in result.stderr
