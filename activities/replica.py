@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities import events
 from activities.backend import Scheduling
+from activities.coalesce import GroupCommit
 from activities.fanout import fan_out
 from activities.kubeapi import (
     JSON,
@@ -134,6 +135,7 @@ class ReplicaActivities:
         self.kube = kube
         self.scheduling = scheduling or Scheduling()  # the gang scheduler backend (activities/backend.py)
         self.cache = cache  # the worker's watch cache; None: every read goes to the apiserver
+        self.pcs_recounts: GroupCommit[bool] = GroupCommit()  # replicas of one PCS share its availableReplicas recount
 
     # --- read --------------------------------------------------------------------------------------------------
     @activity.defn(name=OBSERVE_REPLICA)
@@ -340,7 +342,7 @@ class ReplicaActivities:
     @activity.defn(name=MIRROR_STATUS)
     @translating_errors("mirror status")
     def mirror_status(self, request: MirrorRequest) -> list[str]:
-        return mirror(self.kube, request, self.cache)
+        return mirror(self.kube, request, self.cache, self.pcs_recounts)
 
     @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from activities.coalesce import GroupCommit
 from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError
 from activities.observe import uid_of
@@ -50,13 +51,17 @@ def desired_status(current: JSON, mirror: ObjectStatusMirror, now: str) -> JSON:
     return status
 
 
-def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None) -> list[str]:
+def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
+           recounts: GroupCommit[bool] | None = None) -> list[str]:
     """Patch the status of each object whose status differs; returns the names written.
 
     The current status (for the conditions' lastTransitionTime) comes from the worker's watch cache where it holds
     the object at the UID decided on, so a write costs one request, not a GET and a PATCH (issue 17). A cached copy
     may lag a moment behind our own last write, so it never vetoes a write as unchanged: the workflow sends only
-    objects whose mirrored digest changed. Otherwise (no cache, not synced, not there yet, another UID) a GET."""
+    objects whose mirrored digest changed. Otherwise (no cache, not synced, not there yet, another UID) a GET.
+
+    The PCS recount is shared (`recounts`) with the other replicas of the PCS that ask for one at the same time in
+    this worker: each gets a recount that began after its own writes."""
     ref = request.ref
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -83,8 +88,10 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None) 
     # The objects are independent of each other; the PCS is counted from their mirrored status, so it goes last.
     done = fan_out([functools.partial(write, item) for item in request.objects])
     written = [item.name for item, wrote in zip(request.objects, done, strict=True) if wrote]
-    if request.pcs_available_changed and mirror_pcs(kube, ref.namespace, ref.pcs, ref.pcs_uid):
-        written.append(ref.pcs)
+    if request.pcs_available_changed:
+        recount = functools.partial(mirror_pcs, kube, ref.namespace, ref.pcs, ref.pcs_uid)
+        if recounts.run((ref.namespace, ref.pcs, ref.pcs_uid), recount) if recounts is not None else recount():
+            written.append(ref.pcs)
     return written
 
 
