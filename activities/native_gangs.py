@@ -7,7 +7,7 @@ kube-controller-manager's PodGroupProtection keeps it while pods still reference
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from activities.kubeapi import JSON, NATIVE_PODGROUPS, Kube, KubeError, name_of, terminating, uid_of
 from grove import names
@@ -25,12 +25,17 @@ class NativeGangs:
         self.selector = selector
         self.ready: dict[str, str] = {}  # PodGang name -> the name of its live native PodGroup
 
-    def ensure(self, gangs: Mapping[str, JSON]) -> list[str]:
-        """Create the missing native PodGroups of the live PodGangs in `gangs`; what was created, as Kind/name."""
+    def ensure(self, gangs: Mapping[str, JSON], new_gangs: Collection[str] = ()) -> list[str]:
+        """Create the missing native PodGroups of the live PodGangs in `gangs`; what was created, as Kind/name.
+
+        `new_gangs`: PodGangs this pass created. A PodGroup's name carries its PodGang's UID, so none can exist yet
+        for those: when every gang is new (a replica's first pass) nothing is listed (issue 17: one request less)."""
         if self.backend != names.BACKEND_KUBE:
             return []
-        existing = {name_of(g): g for g in self.kube.list_items(NATIVE_PODGROUPS, self.plan.namespace,
-                                                                 label_selector=self.selector)}
+        live = [g.name for g in self.plan.pod_gangs if g.name in gangs]
+        existing = ({} if live and set(live) <= set(new_gangs) else
+                    {name_of(g): g for g in self.kube.list_items(NATIVE_PODGROUPS, self.plan.namespace,
+                                                                  label_selector=self.selector)})
         created: list[str] = []
         for gang in self.plan.pod_gangs:
             gang_obj = gangs.get(gang.name)

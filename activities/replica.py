@@ -408,7 +408,8 @@ class _Materialiser:
         self.ensure_scaling_groups()
         self.ensure_pod_cliques()
         self.ensure_pod_gangs()  # before pods: a pod must never exist without its gang (DESIGN §3)
-        self.created += self.native.ensure(self.view.gangs)  # kube backend: each gang's PodGroup, before pods
+        new_gangs = {name.split("/", 1)[1] for name in self.created if name.startswith(f"{names.KIND_PODGANG}/")}
+        self.created += self.native.ensure(self.view.gangs, new_gangs)  # kube backend: each gang's PodGroup, first
         self.ensure_pods()
         self.update_references()
         self.delete_surplus_gangs()
@@ -437,9 +438,9 @@ class _Materialiser:
             raise
 
     def ensure_service(self) -> None:
-        name = self.plan.service.name
-        if self.kube.get(SERVICES, self.namespace, name) is None:
-            self._create(SERVICES, manifests.service_manifest(self.plan, owner=self.pcs_owner))
+        # Create, and take a conflict as "there": one request either way, where a GET first made two on a
+        # replica's first pass (issue 17).
+        self._create(SERVICES, manifests.service_manifest(self.plan, owner=self.pcs_owner))
 
     def ensure_scaling_groups(self) -> None:
         existing = self.view.pcsgs or {}
