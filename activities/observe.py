@@ -40,7 +40,7 @@ from grove.release import releasable as releasable_pod
 from grove.rollout import rollout_spec
 from grove.scale import ObservedCounts, observed_counts
 from grove.scheduling import held_surplus_pods
-from grove.validation import parse_pcs, validate_pcs
+from grove.validation import parse_pcs, validate_pcs_remembered
 from workflows.messages import CliqueState, PcsState, ReplicaRef, ReplicaSnapshot
 
 
@@ -167,7 +167,7 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, scheduling: Scheduling | No
         return SpecReading(PcsState.DELETING, generation=generation, wanted_replicas=wanted)
     pcs, problems = parse_pcs(pcs_obj)
     if pcs is not None and not problems:
-        problems = validate_pcs(pcs)
+        problems = validate_pcs_remembered(pcs_obj)
     if pcs is None or problems:
         return SpecReading(
             PcsState.PRESENT,

@@ -24,7 +24,7 @@ from activities.status import write_pcs_condition
 from grove import names
 from grove.controllers import other_controller_problem
 from grove.models.podcliqueset import wanted_replicas
-from grove.validation import parse_pcs, validate_pcs
+from grove.validation import parse_pcs, validate_pcs_remembered
 from workflows.contract import (
     GROVE_NAMESPACE,
     GROVE_PAUSED,
@@ -59,7 +59,7 @@ START_CONCURRENCY = 32
 def spec_problems(obj: JSON) -> list[str]:
     pcs, problems = parse_pcs(obj)
     if pcs is not None and not problems:
-        problems = validate_pcs(pcs)
+        problems = validate_pcs_remembered(obj)
     return [str(p) for p in problems]
 
 

@@ -7,6 +7,8 @@ Every function here takes whatever YAML produced and never raises on it: malform
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -68,6 +70,28 @@ def validate_pcs(data: Any) -> list[Problem]:
     if pcs is None:
         return sorted(problems + _problems_beside(data, problems), key=_path_order)
     return list(_pcs_problems(pcs))
+
+
+# What validation reads of a PodCliqueSet besides its spec. Anything else (uid, resourceVersion, status, managed
+# fields) changes without changing the verdict.
+_VALIDATED_METADATA = ("name", "namespace", "labels", "annotations")
+
+
+def validate_pcs_remembered(data: Mapping[str, Any]) -> list[Problem]:
+    """validate_pcs of a manifest, remembered by what validation reads (apiVersion, kind, spec, and metadata name,
+    namespace, labels, annotations). A worker validates the same PodCliqueSet on every round of every replica and in
+    every rollout observation, and its rules cost milliseconds each time: 9% of the worker's CPU in B3 (issue 17).
+    Validation is a pure function of those fields, so a verdict is never stale."""
+    meta = data.get("metadata") or {}
+    key = json.dumps({"apiVersion": data.get("apiVersion"), "kind": data.get("kind"), "spec": data.get("spec"),
+                      "metadata": {k: meta.get(k) for k in _VALIDATED_METADATA if meta.get(k) is not None}},
+                     sort_keys=True, separators=(",", ":"), default=str)
+    return list(_validated(key))
+
+
+@functools.lru_cache(maxsize=1024)
+def _validated(key: str) -> tuple[Problem, ...]:
+    return tuple(validate_pcs(json.loads(key)))
 
 
 def _problems_beside(data: Any, malformed: list[Problem]) -> list[Problem]:
