@@ -89,7 +89,10 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
     done = fan_out([functools.partial(write, item) for item in request.objects])
     written = [item.name for item, wrote in zip(request.objects, done, strict=True) if wrote]
     if request.pcs_available_changed:
-        recount = functools.partial(mirror_pcs, kube, ref.namespace, ref.pcs, ref.pcs_uid)
+        # Whether to list PCSGs at once: the cached PCS tells (a guess only; the recount checks the fresh PCS).
+        cached_pcs = _cached(cache, names.KIND_PODCLIQUESET, ref.namespace, ref.pcs, ref.pcs_uid)
+        expect_groups = cached_pcs is None or _has_scaling_groups(cached_pcs)
+        recount = functools.partial(mirror_pcs, kube, ref.namespace, ref.pcs, ref.pcs_uid, expect_groups)
         if recounts.run((ref.namespace, ref.pcs, ref.pcs_uid), recount) if recounts is not None else recount():
             written.append(ref.pcs)
     return written
@@ -100,7 +103,7 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
 PCS_MIRROR_ROUNDS = 3
 
 
-def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
+def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str, expect_groups: bool = True) -> bool:
     """PCS replicas and availableReplicas, from the mirrored status of its PodCliques and PCSGs.
 
     A replica counts as available the way grove.availability.replica_available decides: every standalone
@@ -110,29 +113,36 @@ def mirror_pcs(kube: Kube, namespace: str, pcs: str, pcs_uid: str) -> bool:
     another replica's PodClique write could write a stale count after the other had written the right one, and it
     would stay wrong until some replica's availability changed again. So a writer lists again after its write (one
     LIST, two with scaling groups) and writes again if the figures moved: of all writers, the one that writes last
-    lists after every PodClique write that came before its write, and corrects it."""
+    lists after every PodClique write that came before its write, and corrects it.
+
+    `expect_groups=False` (the caller's cached PCS has no scaling groups) leaves the PCSGs unread unless the fresh
+    PCS has some after all."""
     written: JSON | None = None  # the PCS as our last write left it: its spec for the count, its status to compare
     for _ in range(PCS_MIRROR_ROUNDS):
-        patched = _mirror_pcs_once(kube, namespace, pcs, pcs_uid, written)
+        patched = _mirror_pcs_once(kube, namespace, pcs, pcs_uid, written, expect_groups)
         if patched is None:
             break
         written = patched
     return written is not None
 
 
-def _mirror_pcs_once(kube: Kube, namespace: str, pcs: str, pcs_uid: str, written: JSON | None) -> JSON | None:
+def _mirror_pcs_once(kube: Kube, namespace: str, pcs: str, pcs_uid: str, written: JSON | None,
+                     expect_groups: bool = True) -> JSON | None:
     """One read and, if the figures differ, one write: the PCS as patched, or None if nothing was written. After a
     write of ours (`written`) only the PodCliques (and PCSGs, where the template has any) are read again."""
     selector = names.pcs_selector(pcs)
     groups_read = functools.partial(kube.list_items, SCALINGGROUPS, namespace, label_selector=selector)
+    skip_groups = not _has_scaling_groups(written) if written is not None else not expect_groups
     read: list[Callable[[], Any]] = [
         (lambda: written) if written is not None else functools.partial(kube.get, PODCLIQUESETS, namespace, pcs),
         functools.partial(kube.list_items, PODCLIQUES, namespace, label_selector=selector),
-        groups_read if written is None or _has_scaling_groups(written) else list,
+        list if skip_groups else groups_read,
     ]
     obj, pclqs, groups = fan_out(read)
     if obj is None or uid_of(obj) != pcs_uid:
         return None
+    if skip_groups and _has_scaling_groups(obj):  # the guess was stale: the PCS has scaling groups now
+        groups = groups_read()
     members: dict[str, list[bool]] = defaultdict(list)
     for pclq in pclqs:
         labels = pclq["metadata"].get("labels") or {}
