@@ -181,6 +181,15 @@ class KubeError(Exception):
         return self.status == 409
 
     @property
+    def replaced(self) -> bool:
+        """A patch carrying metadata.uid as a precondition met another object of that name: kube-apiserver answers
+        422 (metadata.uid is immutable), not the 409 a DELETE's preconditions get."""
+        if self.status != 422:
+            return False
+        causes = (self.body.get("details") or {}).get("causes") or []
+        return any(c.get("field") == "metadata.uid" for c in causes)
+
+    @property
     def invalid(self) -> bool:
         """The request itself is wrong: retrying it cannot help."""
         return self.status in (400, 422)

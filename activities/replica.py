@@ -226,7 +226,7 @@ class ReplicaActivities:
 
         def release(pod: str, uid: str) -> bool:
             patch = {
-                # The UID makes the patch fail (409) if the name now belongs to a different pod.
+                # The UID makes the patch fail (422, metadata.uid) if the name now belongs to a different pod.
                 "metadata": {"uid": uid},
                 "spec": {"schedulingGates": [{"$patch": "delete", "name": names.SCHEDULING_GATE}]},
             }
@@ -237,7 +237,7 @@ class ReplicaActivities:
                 )
                 return True
             except KubeError as exc:
-                if exc.not_found or exc.conflict:  # gone, or the name now belongs to another pod
+                if exc.not_found or exc.conflict or exc.replaced:  # gone, or the name now belongs to another pod
                     return False
                 raise
 

@@ -168,7 +168,7 @@ class StartupActivities:
                 self.kube.patch(PODS, request.ref.namespace, pod, patch)
                 return True
             except KubeError as exc:
-                if exc.not_found or exc.conflict:
+                if exc.not_found or exc.conflict or exc.replaced:  # gone, or the name is another pod's now
                     return False
                 if exc.invalid or exc.forbidden:
                     raise _non_retryable(exc) from exc
