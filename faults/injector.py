@@ -57,6 +57,9 @@ class Injector:
     template_changes: list[dict[str, str | float]] = field(default_factory=list)
     partitions: Partitions | None = None  # when partition kinds are on
     partitioned: list[dict[str, str | float]] = field(default_factory=list)
+    # Pods a kube-apiserver outage broke (not the planner: its seeded plan must not depend on what ran). The quiet
+    # period heals them where a rolling update masks or waits on their PodClique, as it does the planner's.
+    outage_broken: dict[str, str] = field(default_factory=dict)  # pod name -> the UID broken
 
     async def run(self, steps: list[Step], started: float) -> None:
         for step in steps:
@@ -168,23 +171,33 @@ class Injector:
                 if not exc.conflict:
                     await asyncio.sleep(1.0)
 
-    def set_readiness(self, pod: str, failing: bool) -> None:
+    def set_readiness(self, pod: str, failing: bool, uid: str | None = None) -> bool:
+        """Break or heal the pod by that name; with `uid`, only that incarnation (a pod picked for being Ready may
+        have been replaced by then: a rolling update recreates it under the same name). True if patched."""
         value = FAKE_READINESS_FAIL if failing else None
-        body = {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: value}}}
+        meta: dict[str, object] = {"annotations": {FAKE_READINESS_ANNOTATION: value}}
+        if uid is not None:
+            meta["uid"] = uid  # a precondition: refused (422, metadata.uid) if the name is another pod's now
         try:
-            CoreV1Api(self.kube.api_client).patch_namespaced_pod(pod, self.namespace, body,
+            CoreV1Api(self.kube.api_client).patch_namespaced_pod(pod, self.namespace, {"metadata": meta},
                                                                  field_manager=RUNNER_FIELD_MANAGER)
             self.readiness["break" if failing else "heal"] += 1
+            return True
         except ApiException as exc:
-            if exc.status != 404:
+            if exc.status == 404:
+                self.readiness["skipped (pod not there)"] += 1
+            elif exc.status in (409, 422) and uid is not None and "metadata.uid" in str(exc.body):
+                self.readiness["skipped (pod replaced)"] += 1
+            else:
                 raise
-            self.readiness["skipped (pod not there)"] += 1
+            return False
 
     async def apiserver_outage(self, step: Step) -> None:
         """Break a Ready pod of a long-delay replica, wait until its workflow shows the deadline, then stop
         kube-apiserver with the deadline pending (it may expire during the outage)."""
-        pod = await asyncio.to_thread(self._first_ready, step.candidates)
-        await asyncio.to_thread(self.set_readiness, pod, True)
+        pod, uid = await asyncio.to_thread(self._first_ready, step.candidates)
+        if await asyncio.to_thread(self.set_readiness, pod, True, uid) and uid is not None:
+            self.outage_broken[pod] = uid
         pending = False
         waited = time.monotonic()
         while time.monotonic() - waited < 8 and not pending:
@@ -198,8 +211,9 @@ class Injector:
         self.outages.append({"pod": pod, "deadline_pending": pending,
                              "down_seconds": round(time.monotonic() - began, 1)})
 
-    def _first_ready(self, candidates: tuple[str, ...]) -> str:
-        """The first candidate that is Ready on a node KWOK still runs (a lost node's pods cannot change)."""
+    def _first_ready(self, candidates: tuple[str, ...]) -> tuple[str, str | None]:
+        """The first candidate that is Ready on a node KWOK still runs (a lost node's pods cannot change), and its
+        UID (None for the fallback, the first candidate whatever its state)."""
         nodes = {n["metadata"]["name"] for n in self.kube.list_items(NODES)} - set(self.lost_nodes)
         pods = {p["metadata"]["name"]: p for p in self.kube.list_items(PODS, self.namespace)}
         for name in candidates:
@@ -207,8 +221,8 @@ class Injector:
             if (pod is not None and pod["spec"].get("nodeName") in nodes and not pod["metadata"].get("deletionTimestamp")
                     and any(c.get("type") == "Ready" and c.get("status") == "True"
                             for c in (pod.get("status") or {}).get("conditions") or [])):
-                return name
-        return candidates[0]
+                return name, str(pod["metadata"]["uid"])
+        return candidates[0], None
 
     def node_loss(self, pick: float) -> None:
         nodes = sorted(n["metadata"]["name"] for n in self.kube.list_items(NODES))

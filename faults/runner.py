@@ -373,8 +373,10 @@ class FaultRun:
             name = pod["metadata"]["name"]
             owner = next((r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")),
                          None)
-            if name in self.planner.broken and owner in masked:
+            outage_broke = self.injector.outage_broken.get(name) == pod["metadata"]["uid"]
+            if (name in self.planner.broken or outage_broke) and owner in masked:
                 self.planner.broken.discard(name)
+                self.injector.outage_broken.pop(name, None)
                 await asyncio.to_thread(self.injector.set_readiness, name, False)
                 self.injector.readiness["heal (masked by a rollout, quiet period)"] += 1
                 self.log(f"    healed {name}: broken in a PodClique a rollout masks or waits on")
