@@ -61,9 +61,12 @@ async def _wait_quiet_all(workers: list[WorkerProcess], timeout: float) -> float
 async def _one(cluster: BenchCluster, count: int, size: int, per_pcs: int, delay: float,
                timeout: float) -> dict[str, Any]:
     namespace = cluster.namespace(f"scaleout-{count}")
-    workers = [cluster.worker(namespace, name=f"w{k}") for k in range(count)]
-    for k, worker in enumerate(workers):
-        worker.wait_ready(leader=k == 0)  # the first leads the watcher; the others stand by for it
+    # The first leads the watcher: started alone, so that it takes the Lease; the others then stand by for it.
+    workers = [cluster.worker(namespace, name="w0")]
+    workers[0].wait_ready()
+    workers += [cluster.worker(namespace, name=f"w{k}") for k in range(1, count)]
+    for worker in workers[1:]:
+        worker.wait_ready(leader=False)
     fleet = replicas.plan(namespace, size, per_pcs)
     stack_before = cluster.stack_cpu()
     before = [Reading.take(w) for w in workers]
