@@ -80,8 +80,8 @@ def bench(
                                                       "($GROVE_TEMPORAL_SCHEDULER_BACKEND)")] = None,
     workers: Annotated[int | None, typer.Option(min=1, max=2, help="b5: 1 (kill the worker, start it again) or 2 "
                                                                   "(kill the leading one of two)")] = None,
-    pods_per_replica: Annotated[int | None, typer.Option(help="b3: 1 (one clique of one pod) or 17 (the shape of "
-                                                             "seeds 003/004, as in rollout)")] = None,
+    pods_per_replica: Annotated[int | None, typer.Option(help="b3: 1 (one clique of one pod) or 17 (the replicas "
+                                                             "of bench rollout: frontend, decode, 2 PCSG replicas)")] = None,
     worker_counts: Annotated[str | None, typer.Option(help="scaleout: comma-separated worker counts, each on a "
                                                            "fresh stack (1,2,3)")] = None,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",

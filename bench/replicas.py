@@ -1,5 +1,5 @@
 """Many replicas at once (B3-B5): PodCliqueSets of `per_pcs` replicas, one clique of one pod each, or (B3 with
-`--pods-per-replica 17`) the 17-pod shape of seeds 003/004 that `bench rollout` uses."""
+`--pods-per-replica 17`) the 17-pod replicas that `bench rollout` uses."""
 
 from __future__ import annotations
 
