@@ -407,8 +407,7 @@ class _Materialiser:
         self.ensure_service()
         self.ensure_scaling_groups()
         self.ensure_pod_cliques()
-        self.ensure_pod_gangs()  # before pods: a pod must never exist without its gang (DESIGN §3)
-        new_gangs = {name.split("/", 1)[1] for name in self.created if name.startswith(f"{names.KIND_PODGANG}/")}
+        new_gangs = self.ensure_pod_gangs()  # before pods: a pod must never exist without its gang (DESIGN §3)
         self.created += self.native.ensure(self.view.gangs, new_gangs)  # kube backend: each gang's PodGroup, first
         self.ensure_pods()
         self.update_references()
@@ -513,14 +512,18 @@ class _Materialiser:
                 refs[name] = sorted(name_of(p) for p in self.view.live_pods_of(pclq))
         return refs
 
-    def ensure_pod_gangs(self) -> None:
+    def ensure_pod_gangs(self) -> set[str]:
+        """Create the missing PodGangs; returns the names of those this pass created."""
         refs = self._references()
+        new: set[str] = set()
         for gang in self.plan.pod_gangs:
             if gang.name not in self.view.gangs:
                 body = manifests.podgang_manifest(self.plan, gang.name, refs, owner=self.pcs_owner)
                 created = self._create(PODGANGS, body)
                 if created is not None:
                     self.view.gangs[gang.name] = created
+                    new.add(gang.name)
+        return new
 
     def ensure_pods(self) -> None:
         missing: list[JSON] = []

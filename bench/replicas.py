@@ -24,6 +24,7 @@ class Fleet:
     namespace: str
     counts: dict[str, int]  # PCS name -> replicas
     pods_per_replica: int = 1
+    termination_delay: str | None = None  # the template's terminationDelay (one-pod shape), e.g. "5s"
 
     @property
     def replicas(self) -> int:
@@ -34,19 +35,20 @@ class Fleet:
         return [(pcs, i, f"{pcs}-{i}-app-0") for pcs, n in self.counts.items() for i in range(n)]
 
 
-def plan(namespace: str, replicas: int, per_pcs: int, pods_per_replica: int = 1) -> Fleet:
+def plan(namespace: str, replicas: int, per_pcs: int, pods_per_replica: int = 1,
+         termination_delay: str | None = None) -> Fleet:
     if pods_per_replica not in SHAPES:
         raise ValueError(f"--pods-per-replica: one of {', '.join(map(str, SHAPES))}, got {pods_per_replica}")
     counts = {}
     for p in range(math.ceil(replicas / per_pcs)):
         counts[f"s{p:04d}"] = min(per_pcs, replicas - p * per_pcs)
-    return Fleet(namespace, counts, pods_per_replica)
+    return Fleet(namespace, counts, pods_per_replica, termination_delay)
 
 
 def manifest(fleet: Fleet, pcs: str, count: int) -> JSON:
     if fleet.pods_per_replica == 17:
         return rollout.shape(pcs, fleet.namespace, count)
-    return small_shape(pcs, fleet.namespace, count)
+    return small_shape(pcs, fleet.namespace, count, termination_delay=fleet.termination_delay)
 
 
 def create_all(cluster: BenchCluster, fleet: Fleet) -> list[JSON]:

@@ -27,7 +27,7 @@ from bench.observer import Observer
 from bench.once import Actions, judge
 from bench.sampling import Delta, Reading, wait_quiet
 from bench.stats import ratio
-from bench.workload import create, fail_readiness, live_pods, settled_pclqs, small_shape
+from bench.workload import fail_readiness, live_pods, settled_pclqs
 from faults.history import HistoryReader
 from grove import names
 from localstack.workerproc import WorkerProcess
@@ -49,11 +49,6 @@ async def run(clusters: Clusters, *, replicas: int = 300, per_pcs: int = 10, wor
                                                              for r in results)}}
 
 
-def _create_all(cluster: BenchCluster, fleet: replicas.Fleet, delay: float) -> None:
-    for pcs, count in fleet.counts.items():
-        create(cluster.kube, small_shape(pcs, fleet.namespace, count, termination_delay=f"{delay:g}s"))
-
-
 async def _wait_quiet_all(workers: list[WorkerProcess], timeout: float) -> float:
     return max(await asyncio.gather(*(wait_quiet(w, timeout=timeout) for w in workers)))
 
@@ -67,12 +62,12 @@ async def _one(cluster: BenchCluster, count: int, size: int, per_pcs: int, delay
     workers += [cluster.worker(namespace, name=f"w{k}") for k in range(1, count)]
     for worker in workers[1:]:
         worker.wait_ready(leader=False)
-    fleet = replicas.plan(namespace, size, per_pcs)
+    fleet = replicas.plan(namespace, size, per_pcs, termination_delay=f"{delay:g}s")
     stack_before = cluster.stack_cpu()
     before = [Reading.take(w) for w in workers]
     with Observer(cluster.kube, [namespace]) as observer:
         t0 = time.time()
-        _create_all(cluster, fleet, delay)
+        replicas.create_all(cluster, fleet)
         t_released, _, t_settled = await replicas.settle(observer, fleet, timeout)
         await _wait_quiet_all(workers, timeout)
         originals = [t for t in observer.select("PodClique", namespace) if t.gone_at is None]
