@@ -361,6 +361,8 @@ def _string(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, timedelta):
         return f"{value.total_seconds():g}s"
+    if isinstance(value, str) and not value.isprintable():
+        return repr(value)[1:-1]  # a name like '\n' shows escaped: a message stays one readable line
     return str(value)
 
 
