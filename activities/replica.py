@@ -131,10 +131,13 @@ def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
 
 
 class ReplicaActivities:
-    def __init__(self, kube: Kube, scheduling: Scheduling | None = None, cache: WatchCache | None = None) -> None:
+    def __init__(self, kube: Kube, scheduling: Scheduling | None = None, cache: WatchCache | None = None, *,
+                 count_pcs: bool = True) -> None:
         self.kube = kube
         self.scheduling = scheduling or Scheduling()  # the gang scheduler backend (activities/backend.py)
         self.cache = cache  # the worker's watch cache; None: every read goes to the apiserver
+        # Whether activities recount the PCS's availableReplicas; False where the watcher's leader keeps them.
+        self.count_pcs = count_pcs
         self.pcs_recounts: GroupCommit[bool] = GroupCommit()  # replicas of one PCS share its availableReplicas recount
 
     # --- read --------------------------------------------------------------------------------------------------
@@ -334,15 +337,15 @@ class ReplicaActivities:
         if deleted:
             events.record(self.kube, ref, "ReplicaScaledIn",
                           f"Replica {ref.replica} is no longer wanted; deleted {_short_list(deleted)}")
-        # The PCS's replicas/availableReplicas no longer count this index (nothing else would rewrite them now).
-        mirror_pcs(self.kube, ref.namespace, ref.pcs, ref.pcs_uid)
+        if self.count_pcs:  # the PCS's figures no longer count this index (nothing else would rewrite them now)
+            mirror_pcs(self.kube, ref.namespace, ref.pcs, ref.pcs_uid)
         return DeleteReplicaResult(deleted=tuple(deleted))
 
     # --- status mirror and events ----------------------------------------------------------------------------------
     @activity.defn(name=MIRROR_STATUS)
     @translating_errors("mirror status")
     def mirror_status(self, request: MirrorRequest) -> list[str]:
-        return mirror(self.kube, request, self.cache, self.pcs_recounts)
+        return mirror(self.kube, request, self.cache, self.pcs_recounts, count_pcs=self.count_pcs)
 
     @activity.defn(name=RECORD_EVENT)
     def record_event(self, request: EventRequest) -> None:

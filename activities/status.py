@@ -7,7 +7,6 @@ stays the same, as Kubernetes conventions ask.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -18,8 +17,8 @@ from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, K
 from activities.observe import uid_of
 from activities.watch_cache import NotFresh, WatchCache
 from grove import names
-from grove.models.podcliqueset import wanted_replicas
-from grove.scale import podclique_selector, podcliqueset_selector, scaling_group_selector
+from grove.pcs_count import has_scaling_groups, pcs_figures
+from grove.scale import podclique_selector, scaling_group_selector
 from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
 
 _RESOURCES = {names.KIND_PODCLIQUE: PODCLIQUES, names.KIND_PODCLIQUESCALINGGROUP: SCALINGGROUPS}
@@ -52,7 +51,7 @@ def desired_status(current: JSON, mirror: ObjectStatusMirror, now: str) -> JSON:
 
 
 def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
-           recounts: GroupCommit[bool] | None = None) -> list[str]:
+           recounts: GroupCommit[bool] | None = None, *, count_pcs: bool = True) -> list[str]:
     """Patch the status of each object whose status differs; returns the names written.
 
     The current status (for the conditions' lastTransitionTime) comes from the worker's watch cache where it holds
@@ -60,8 +59,9 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
     may lag a moment behind our own last write, so it never vetoes a write as unchanged: the workflow sends only
     objects whose mirrored digest changed. Otherwise (no cache, not synced, not there yet, another UID) a GET.
 
-    The PCS recount is shared (`recounts`) with the other replicas of the PCS that ask for one at the same time in
-    this worker: each gets a recount that began after its own writes."""
+    Where a watcher runs, its leader keeps the PCS's figures (worker/pcs_status.py) and `count_pcs` is False.
+    Otherwise the PCS is recounted here, shared (`recounts`) with the other replicas of the PCS that ask for one at
+    the same time in this worker: each gets a recount that began after its own writes."""
     ref = request.ref
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -88,10 +88,10 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
     # The objects are independent of each other; the PCS is counted from their mirrored status, so it goes last.
     done = fan_out([functools.partial(write, item) for item in request.objects])
     written = [item.name for item, wrote in zip(request.objects, done, strict=True) if wrote]
-    if request.pcs_available_changed:
+    if count_pcs and request.pcs_available_changed:
         # Whether to list PCSGs at once: the cached PCS tells (a guess only; the recount checks the fresh PCS).
         cached_pcs = _cached(cache, names.KIND_PODCLIQUESET, ref.namespace, ref.pcs, ref.pcs_uid)
-        expect_groups = cached_pcs is None or _has_scaling_groups(cached_pcs)
+        expect_groups = cached_pcs is None or has_scaling_groups(cached_pcs)
         recount = functools.partial(mirror_pcs, kube, ref.namespace, ref.pcs, ref.pcs_uid, expect_groups)
         if recounts.run((ref.namespace, ref.pcs, ref.pcs_uid), recount) if recounts is not None else recount():
             written.append(ref.pcs)
@@ -132,7 +132,7 @@ def _mirror_pcs_once(kube: Kube, namespace: str, pcs: str, pcs_uid: str, written
     write of ours (`written`) only the PodCliques (and PCSGs, where the template has any) are read again."""
     selector = names.pcs_selector(pcs)
     groups_read = functools.partial(kube.list_items, SCALINGGROUPS, namespace, label_selector=selector)
-    skip_groups = not _has_scaling_groups(written) if written is not None else not expect_groups
+    skip_groups = not has_scaling_groups(written) if written is not None else not expect_groups
     read: list[Callable[[], Any]] = [
         (lambda: written) if written is not None else functools.partial(kube.get, PODCLIQUESETS, namespace, pcs),
         functools.partial(kube.list_items, PODCLIQUES, namespace, label_selector=selector),
@@ -141,35 +141,17 @@ def _mirror_pcs_once(kube: Kube, namespace: str, pcs: str, pcs_uid: str, written
     obj, pclqs, groups = fan_out(read)
     if obj is None or uid_of(obj) != pcs_uid:
         return None
-    if skip_groups and _has_scaling_groups(obj):  # the guess was stale: the PCS has scaling groups now
+    if skip_groups and has_scaling_groups(obj):  # the guess was stale: the PCS has scaling groups now
         groups = groups_read()
-    members: dict[str, list[bool]] = defaultdict(list)
-    for pclq in pclqs:
-        labels = pclq["metadata"].get("labels") or {}
-        index = labels.get(names.LABEL_PCS_REPLICA_INDEX)
-        if index is not None and names.LABEL_PCSG not in labels and not pclq["metadata"].get("deletionTimestamp"):
-            members[index].append(_pclq_available(pclq))
-    for group in groups:
-        index = (group["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX)
-        if index is not None and not group["metadata"].get("deletionTimestamp"):
-            members[index].append(_pcsg_available(group))
-    wanted = wanted_replicas(obj)
-    if wanted is None:
+    figures = pcs_figures(obj, pclqs, groups)
+    if figures is None:
         return None  # invalid spec: keep the last mirrored figures
-    available = sum(
-        1 for index, ok in members.items() if index.isdigit() and int(index) < wanted and ok and all(ok)
-    )
     status = dict(obj.get("status") or {})
-    figures = {"replicas": wanted, "availableReplicas": available, "hpaPodSelector": podcliqueset_selector(pcs)}
     desired = {**status, **figures}
     if desired == status:
         return None
     patched: JSON = kube.patch(PODCLIQUESETS, namespace, pcs, {"status": figures}, subresource="status")
     return patched
-
-
-def _has_scaling_groups(pcs: JSON) -> bool:
-    return bool(((pcs.get("spec") or {}).get("template") or {}).get("podCliqueScalingGroups"))
 
 
 def write_pcs_condition(kube: Kube, obj: JSON, kind: str, status: str, reason: str, message: str) -> None:
@@ -214,15 +196,3 @@ def _selector(pcs: str, item: ObjectStatusMirror) -> dict[str, str]:
     if item.kind == names.KIND_PODCLIQUESCALINGGROUP:
         return {"selector": scaling_group_selector(pcs, item.name)}
     return {"hpaPodSelector": podclique_selector(pcs, item.name)}
-
-
-def _pcsg_available(group: JSON) -> bool:
-    status, spec = group.get("status") or {}, group.get("spec") or {}
-    return int(status.get("availableReplicas") or 0) >= int(spec.get("minAvailable") or 1)
-
-
-def _pclq_available(pclq: JSON) -> bool:
-    status = pclq.get("status") or {}
-    spec = pclq.get("spec") or {}
-    ready = int(status.get("readyReplicas") or 0)
-    return ready >= int(spec.get("minAvailable") or spec.get("replicas") or 1)

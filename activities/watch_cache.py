@@ -227,3 +227,24 @@ class WatchCache:
                 store = self._stores[resource.kind]
                 items[resource.kind] = [store.objects[(namespace, n)] for n in sorted(store.by_replica.get(index, ()))]
         return pcs_obj, items, versions, read_from
+
+    def podcliqueset(self, namespace: str, pcs: str) -> tuple[JSON | None, list[JSON], list[JSON]]:
+        """(the PodCliqueSet, its PodCliques, its PCSGs) as cached, every replica's; NotFresh before the first lists.
+        A scan of the replica index: cheap beside a LIST, and the caller (the PCS status writer) reads a PCS at most
+        a few times a second."""
+        with self._lock:
+            if not self.synced:
+                raise NotFresh("not synced yet")
+            found: dict[str, list[JSON]] = {}
+            for resource in (PODCLIQUES, SCALINGGROUPS):
+                store = self._stores[resource.kind]
+                found[resource.kind] = [store.objects[(namespace, name)]
+                                        for (ns, owner, _), members in store.by_replica.items()
+                                        if ns == namespace and owner == pcs for name in sorted(members)]
+            pcs_obj = self._stores[PODCLIQUESETS.kind].objects.get((namespace, pcs))
+        return pcs_obj, found[PODCLIQUES.kind], found[SCALINGGROUPS.kind]
+
+    def podcliqueset_keys(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every cached PodCliqueSet."""
+        with self._lock:
+            return sorted(self._stores[PODCLIQUESETS.kind].objects)

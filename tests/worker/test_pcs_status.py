@@ -1,0 +1,92 @@
+"""The leader's PodCliqueSet status writer against the real apiserver: it counts available replicas from its watch
+cache as PodCliques become Ready, follows a scale-in of the PCS, ignores the Grove operator's look-alikes, writes
+nothing while nothing changes, and writes nothing at all outside a leadership term. No worker runs: the objects
+are created here."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, Kube
+from activities.watch_cache import WatchCache
+from grove import manifests, names
+from grove.plan import plan_replica
+from grove.scale import podcliqueset_selector
+from tests.activities.objects import create_pcs
+from worker.pcs_status import PcsStatusWriter
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+
+def _pcs(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
+            "metadata": {"name": "count", "namespace": namespace},
+            "spec": {"replicas": 3, "template": {"cliques": [{"name": "a", "spec": {
+                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
+                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}
+
+
+def _ready(client: Kube, namespace: str, pclq: str) -> None:
+    client.patch(PODCLIQUES, namespace, pclq, {"status": {"replicas": 1, "readyReplicas": 1}}, subresource="status")
+
+
+def _figures(client: Kube, namespace: str) -> tuple[Any, Any, Any]:
+    obj = client.get(PODCLIQUESETS, namespace, "count")
+    assert obj is not None
+    status = obj.get("status") or {}
+    return status.get("replicas"), status.get("availableReplicas"), status.get("hpaPodSelector")
+
+
+async def _until(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_leader_counts_available_replicas_from_its_cache_and_writes_only_changes(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    client = Kube(kube)
+    model, _, _, owner = create_pcs(client, namespace, _pcs(namespace))
+    for replica in range(3):
+        client.create(PODCLIQUES, namespace, manifests.podclique_manifest(
+            model, plan_replica(model, replica), f"count-{replica}-a", owner=owner))
+    # The Grove operator's PodClique in replica 0, never Ready: not ours, so it must not hold replica 0 back.
+    foreign = manifests.podclique_manifest(model, plan_replica(model, 0), "count-0-a", owner=owner)
+    foreign["metadata"]["name"] = "count-0-b"
+    foreign["metadata"]["labels"][names.LABEL_MANAGED_BY] = names.GROVE_OPERATOR_MANAGED_BY
+    client.create(PODCLIQUES, namespace, foreign)
+
+    cache = WatchCache(client, namespace)
+    writer = PcsStatusWriter(client, cache, interval=0.05)
+    cache.start()
+    term: asyncio.Task[None] | None = None
+    try:
+        await _until(lambda: cache.synced, "the cache to list every kind")
+        _ready(client, namespace, "count-0-a")
+        await asyncio.sleep(0.5)
+        assert writer.writes == 0 and _figures(client, namespace) == (None, None, None), \
+            "a standby writes nothing"
+
+        term = asyncio.create_task(writer.run())
+        await _until(lambda: _figures(client, namespace)[:2] == (3, 1), "the first count: 3 wanted, 1 available")
+        assert _figures(client, namespace)[2] == podcliqueset_selector("count")
+
+        _ready(client, namespace, "count-1-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (3, 2), "replica 1 counted")
+        settled = writer.writes
+        await asyncio.sleep(0.5)
+        assert writer.writes == settled == 2, "nothing changed: nothing written"
+
+        # Scaled in to one replica: replica 1 is no longer wanted, so no longer counted.
+        client.patch(PODCLIQUESETS, namespace, "count", {"spec": {"replicas": 1}})
+        await _until(lambda: _figures(client, namespace)[:2] == (1, 1), "the scale-in counted")
+    finally:
+        if term is not None:
+            term.cancel()
+            await asyncio.gather(term, return_exceptions=True)
+        cache.stop()

@@ -1,0 +1,131 @@
+"""The PodCliqueSet's status figures, kept by one writer per scope: the watcher's leader.
+
+Until now every replica workflow recounted its PCS after its own availability changed (activities/status.mirror_pcs):
+a GET, a LIST of the PCS's PodCliques, a PATCH and a confirming LIST, because writers racing on one PCS had to
+correct each other. That was 7 of B3's 18 requests per replica, and it grew with the replicas of a PCS (issue 17).
+Here the leader counts from its watch cache whenever a PodClique, PCSG or the PCS changes, each PCS at most once per
+`interval`, and patches only figures that differ from the ones it last wrote. With one writer there is no race to
+correct: a count made while the cache lagged is redone when the event that was missing arrives.
+
+Not a decision: `replicas`, `availableReplicas` and `hpaPodSelector` are for `kubectl get` and the HPA's selector,
+and nothing in the product reads them back (DESIGN §4.8). DESIGN §4.8 has activities write all status; this is the
+one departure, for the reason above. Without a watcher (`--no-watcher`) the activities recount as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from typing import Any
+
+from activities.fanout import fan_out
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError, Resource, ours
+from activities.watch_cache import NotFresh, WatchCache
+from grove import names
+from grove.pcs_count import pcs_figures
+
+log = logging.getLogger(__name__)
+
+PcsKey = tuple[str, str]  # (namespace, name)
+RETRY_SECONDS = 5.0  # after a failed write: the apiserver may be down; its figures are not urgent
+
+
+class PcsStatusWriter:
+    """Hears the watch cache (leader or not: the set of PCSes to recount is kept either way) and, while `run`
+    runs, writes the figures of the PCSes that changed."""
+
+    def __init__(self, kube: Kube, cache: WatchCache, *, interval: float = 1.0) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._dirty: set[PcsKey] = set()
+        self._written: dict[tuple[str, str, str], dict[str, Any]] = {}  # (ns, name, uid) -> figures this term wrote
+        self.writes = 0  # PATCHes sent (tests, metrics)
+        cache.subscribe(self._heard)
+
+    def _heard(self, resource: Resource, _kind: str, obj: JSON, _relisted: bool, _listing: bool) -> None:
+        meta = obj.get("metadata") or {}
+        if resource.kind == PODCLIQUESETS.kind:
+            key = (meta.get("namespace") or "", meta.get("name") or "")
+        elif resource.kind in (PODCLIQUES.kind, SCALINGGROUPS.kind) and ours(obj):
+            owner = (meta.get("labels") or {}).get(names.LABEL_PART_OF)
+            if not owner:
+                return
+            key = (meta.get("namespace") or "", str(owner))
+        else:
+            return
+        with self._lock:
+            self._dirty.add(key)
+
+    async def run(self) -> None:
+        """One leadership term: recount every PCS once (another writer may have left any figure behind), then
+        whatever changes, until cancelled."""
+        self._written.clear()
+        with self._lock:
+            self._dirty.update(await asyncio.to_thread(self._all_keys))
+        while True:
+            await asyncio.sleep(self.interval)
+            with self._lock:
+                batch, self._dirty = self._dirty, set()
+            if batch:
+                failed = await asyncio.to_thread(self.flush, sorted(batch))
+                if failed:
+                    with self._lock:
+                        self._dirty.update(failed)
+                    await asyncio.sleep(RETRY_SECONDS)
+
+    def _all_keys(self) -> list[PcsKey]:
+        try:
+            return self.cache.podcliqueset_keys()
+        except NotFresh:
+            return []
+
+    def flush(self, batch: list[PcsKey]) -> list[PcsKey]:
+        """Write the figures of these PCSes where they changed; returns the ones to try again."""
+        if not self.cache.synced:
+            return batch
+        outcomes = fan_out([functools.partial(self._write, key) for key in batch])
+        return [key for key, ok in zip(batch, outcomes, strict=True) if not ok]
+
+    def _write(self, key: PcsKey) -> bool:
+        try:
+            pcs, pclqs, groups = self.cache.podcliqueset(*key)
+        except NotFresh:
+            return False
+        if pcs is None or (pcs.get("metadata") or {}).get("deletionTimestamp"):
+            return True
+        uid = str(pcs["metadata"]["uid"])
+        figures = pcs_figures(pcs, [p for p in pclqs if _counted(p, uid)], [g for g in groups if _counted(g, uid)])
+        if figures is None:  # invalid spec: the last figures stand
+            return True
+        written = self._written.get((*key, uid))
+        status = pcs.get("status") or {}
+        if written == figures or (written is None and all(status.get(k) == v for k, v in figures.items())):
+            self._written[(*key, uid)] = figures
+            return True
+        try:
+            self.kube.patch(PODCLIQUESETS, key[0], key[1], {"metadata": {"uid": uid}, "status": figures},
+                            subresource="status")
+        except KubeError as exc:
+            if exc.not_found or exc.replaced:
+                return True  # gone, or another PCS by that name: its own events bring its count
+            log.warning("PodCliqueSet %s/%s: status figures not written (%s); trying again", *key, exc)
+            return False
+        self.writes += 1
+        self._written[(*key, uid)] = figures
+        return True
+
+
+def _counted(obj: JSON, pcs_uid: str) -> bool:
+    """Ours (the cache also holds the Grove operator's), and of this PCS, not of an earlier one of the same name whose
+    objects are still going (a PCSG's PodCliques are owned by the PCSG: those count by their labels)."""
+    if not ours(obj):
+        return False
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    kinds = {o.get("kind"): o.get("uid") for o in owners}
+    if names.KIND_PODCLIQUESET in kinds:
+        return kinds[names.KIND_PODCLIQUESET] == pcs_uid
+    return True
