@@ -6,15 +6,21 @@ rule in the OUTPUT chain that drops the TCP packets sockets of that cgroup send 
 deletes the rule. Connections neither fail nor close: requests hang until a timeout, established streams go silent,
 and TCP retransmits carry on once the rule is gone, as across a real partition. Needs root, iptables with its cgroup
 match, and a writable cgroup2 hierarchy (`unavailable` says which is missing).
+
+A run that dies without its cleanup (SIGKILL, or SIGTERM) leaves its rules behind; the next run sweeps them
+(`sweep_stale`). A run's cgroup names the runner's PID, so a rule is stale when that process is gone; runs going on
+beside it keep theirs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 PARENT = "grove-temporal-faults"
@@ -46,7 +52,7 @@ class Partitions:
         if root is None:
             raise RuntimeError("no cgroup2 hierarchy is mounted")
         self.root = root
-        self.run = f"{PARENT}/{uuid.uuid4().hex[:8]}"
+        self.run = f"{PARENT}/{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._rules: set[tuple[str, int]] = set()
 
     def unavailable(self) -> str | None:
@@ -66,6 +72,34 @@ class Partitions:
             return f"iptables cannot match by cgroup: {added.stderr.strip()}"
         _iptables("-D", "OUTPUT", *rule)
         return None
+
+    def sweep_stale(self) -> list[str]:
+        """Delete the drop rules (and empty cgroups) of runs whose runner is gone; returns the rules deleted."""
+        listed = _iptables("-S", "OUTPUT")
+        swept: list[str] = []
+        for line in listed.stdout.splitlines():
+            spec = stale_rule(line, self._run_alive)
+            if spec is None:
+                continue
+            if _iptables("-D", "OUTPUT", *spec).returncode == 0:
+                swept.append(" ".join(spec))
+        base = self.root / PARENT
+        for run in sorted(base.iterdir()) if base.is_dir() else []:
+            if run.is_dir() and not self._run_alive(run.name):
+                for directory in [*sorted(run.glob("*")), run]:
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+        return swept
+
+    def _run_alive(self, run: str) -> bool:
+        """Whether the run of that cgroup name goes on: its runner's PID is alive; for a name from before PIDs were
+        in names, whether any process is still in one of its cgroups."""
+        pid = _runner_pid(run)
+        if pid is not None:
+            return _alive(pid)
+        base = self.root / PARENT / run
+        procs = [base / "cgroup.procs", *base.glob("*/cgroup.procs")]
+        return any(path.exists() and path.read_text().strip() for path in procs)
 
     def cgroup(self, worker: str) -> str:
         return f"{self.run}/{worker}"
@@ -101,3 +135,31 @@ class Partitions:
         for directory in [*(sorted(base.glob("*")) if base.exists() else []), base]:
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+def stale_rule(line: str, alive: Callable[[str], bool]) -> list[str] | None:
+    """For one line of `iptables -S OUTPUT`: the rule's spec (what `-D OUTPUT` takes) if it is a fault run's drop
+    rule whose run (the cgroup under PARENT) is not `alive`, else None."""
+    fields = shlex.split(line)
+    if fields[:2] != ["-A", "OUTPUT"] or COMMENT not in fields or "--path" not in fields:
+        return None
+    path = fields[fields.index("--path") + 1]
+    parts = path.split("/")
+    if len(parts) < 2 or parts[0] != PARENT or alive(parts[1]):
+        return None
+    return fields[2:]
+
+
+def _runner_pid(run: str) -> int | None:
+    head = run.split("-", 1)[0]
+    return int(head) if "-" in run and head.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -508,6 +508,8 @@ class FaultRun:
         if reason is not None:
             partitions.cleanup()
             raise PartitionsUnavailable(reason)
+        for rule in partitions.sweep_stale():
+            self.log(f"removed a drop rule a fault run that died left behind: {rule}")
         return partitions
 
     async def _revive_components(self, stack: LocalStack, index: int) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from faults.partition import Partitions
+from faults.partition import COMMENT, PARENT, Partitions, stale_rule
 
 CONNECT = ("import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=2); "
            "s.close()")
@@ -60,6 +60,48 @@ def test_a_partition_drops_one_workers_packets_to_one_port_until_it_is_lifted(pa
     finally:
         partitions.heal("worker", port)
     assert _connects(inside) == "connected"
+
+
+def _rules() -> str:
+    return subprocess.run(["iptables", "-w", "-S", "OUTPUT"], capture_output=True, text=True, check=True).stdout
+
+
+def test_a_run_sweeps_the_drop_rules_a_dead_run_left_behind_and_keeps_live_ones(partitions: Partitions,
+                                                                                port: int) -> None:
+    """A run killed without its cleanup leaves its rule; the next run's sweep removes it (its runner's PID is gone)
+    and keeps the rules of runs that go on (here, this test's own)."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    dead = Partitions()
+    dead.run = f"{PARENT}/{ended.stdout.strip()}-{dead.run.rsplit('-', 1)[1]}"  # as if that process had run it
+    dead.wrap("worker", ["true"])  # makes its cgroup
+    dead.drop("worker", port)
+    partitions.wrap("worker", ["true"])
+    partitions.drop("worker", port)
+    try:
+        assert dead.run in _rules() and partitions.run in _rules()
+        swept = partitions.sweep_stale()
+        assert [dead.run in rule for rule in swept] == [True], swept
+        assert dead.run not in _rules(), "the dead run's rule is gone"
+        assert partitions.run in _rules(), "a live run's rule stays"
+        assert not (partitions.root / dead.run).exists(), "and so is its empty cgroup"
+    finally:
+        partitions.heal("worker", port)
+        dead.cleanup()
+
+
+def test_only_fault_run_drop_rules_of_runs_that_ended_are_stale() -> None:
+    rule = ("-A OUTPUT -p tcp -m tcp --dport 6443 -m cgroup --path \"{path}\" -m comment --comment "  # as -S prints
+            f"{COMMENT} -j DROP")
+    ended = {"1234-abcd1234"}
+    alive = lambda run: run not in ended  # noqa: E731
+    assert stale_rule(rule.format(path=f"{PARENT}/1234-abcd1234/worker"), alive) == [
+        "-p", "tcp", "-m", "tcp", "--dport", "6443", "-m", "cgroup", "--path", f"{PARENT}/1234-abcd1234/worker",
+        "-m", "comment", "--comment", COMMENT, "-j", "DROP"]
+    assert stale_rule(rule.format(path=f"{PARENT}/5678-abcd1234/worker"), alive) is None, "a run that goes on"
+    assert stale_rule(rule.format(path="other/1234-abcd1234/worker"), alive) is None, "not a fault run's cgroup"
+    assert stale_rule("-A OUTPUT -p tcp --dport 22 -j DROP", alive) is None, "not ours at all"
+    assert stale_rule("-P OUTPUT ACCEPT", alive) is None
 
 
 # A client in the worker's cgroup with the apiserver client's socket options, idle on a connection as a watch with
