@@ -23,6 +23,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from localstack.processes import pid_alive
+
 PARENT = "grove-temporal-faults"
 COMMENT = "grove-temporal-faults"
 
@@ -96,7 +98,7 @@ class Partitions:
         in names, whether any process is still in one of its cgroups."""
         pid = _runner_pid(run)
         if pid is not None:
-            return _alive(pid)
+            return pid_alive(pid)
         base = self.root / PARENT / run
         procs = [base / "cgroup.procs", *base.glob("*/cgroup.procs")]
         return any(path.exists() and path.read_text().strip() for path in procs)
@@ -153,13 +155,3 @@ def stale_rule(line: str, alive: Callable[[str], bool]) -> list[str] | None:
 def _runner_pid(run: str) -> int | None:
     head = run.split("-", 1)[0]
     return int(head) if "-" in run and head.isdigit() else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
