@@ -20,16 +20,12 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from worker.history_activities import decoded
 from workflows.contract import RELEASE_GATES, TERMINATE_GANG
 from workflows.messages import ReleaseRequest, ReleaseResult, TerminateRequest
 
 JSON = dict[str, Any]
-
-
-def _decode(payloads: Any, kind: type[Any]) -> Any:
-    return pydantic_data_converter.payload_converter.from_payloads(list(payloads.payloads), [kind])[0]
 
 
 @dataclass
@@ -58,13 +54,13 @@ class Actions:
                 attrs = origin.activity_task_scheduled_event_attributes
                 name = attrs.activity_type.name
                 if name == RELEASE_GATES:
-                    request: ReleaseRequest = _decode(attrs.input, ReleaseRequest)
-                    result: ReleaseResult = _decode(done.result, ReleaseResult)
+                    request: ReleaseRequest = decoded(attrs.input, ReleaseRequest)
+                    result: ReleaseResult = decoded(done.result, ReleaseResult)
                     for pod in result.released:
                         self.released[request.pods.get(pod, f"{pod}?")] += 1
                     self.release_activities += bool(result.released)
                 elif name == TERMINATE_GANG:
-                    terminate: TerminateRequest = _decode(attrs.input, TerminateRequest)
+                    terminate: TerminateRequest = decoded(attrs.input, TerminateRequest)
                     self.terminations[(workflow_id, terminate.scope.value, terminate.scaling_group,
                                        terminate.scaling_group_replica, terminate.breach_start)] += 1
                     for clique in terminate.cliques:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 
-from worker.history_activities import local_activity
+from worker.history_activities import decoded, local_activity
 from workflows.contract import (
     ENSURE_REPLICA,
     ENSURE_REPLICA_CACHED,
@@ -31,11 +30,6 @@ from workflows.messages import EnsureResult, RecreateRequest, ReplicaSnapshot, T
 T = TypeVar("T")
 OBSERVES = (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED)  # a round's read, from the apiserver or the watch cache
 ENSURES = (ENSURE_REPLICA, ENSURE_REPLICA_CACHED)  # materialising, whose result replaces the round's read
-
-
-def _decode(payloads: Any, kind: type[T]) -> T:
-    values = pydantic_data_converter.payload_converter.from_payloads(list(payloads.payloads), [kind])
-    return values[0]  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -138,10 +132,10 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
         nonlocal pending, read_at, from_cache
         read_at = scheduled_at
         if name in OBSERVES:
-            pending = _decode(result, ReplicaSnapshot)
+            pending = decoded(result, ReplicaSnapshot)
             from_cache = pending.from_cache
         else:
-            ensured = _decode(result, EnsureResult).snapshot
+            ensured = decoded(result, EnsureResult).snapshot
             evaluated(ensured)
             from_cache = ensured.from_cache
 
@@ -158,7 +152,7 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             if name == RECREATE_FOR_UPDATE:
                 digest.recreations.append(RecreateCall(workflow_id, run_id, event.event_id,
                                                        event.event_time.ToDatetime(tzinfo=UTC),
-                                                       _decode(attrs.input, RecreateRequest), read_at))
+                                                       decoded(attrs.input, RecreateRequest), read_at))
             on_scheduled(name)
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             attrs_done = event.activity_task_completed_event_attributes
@@ -196,7 +190,7 @@ def _call(workflow_id: str, run_id: str, event: HistoryEvent, *, completed_at: d
     return TerminateCall(
         workflow_id=workflow_id, run_id=run_id, event_id=event.event_id,
         scheduled_at=event.event_time.ToDatetime(tzinfo=UTC),
-        request=_decode(attrs.input, TerminateRequest), completed_at=completed_at,
+        request=decoded(attrs.input, TerminateRequest), completed_at=completed_at,
     )
 
 

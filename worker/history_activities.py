@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.contrib.pydantic import pydantic_data_converter
 
+T = TypeVar("T")
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
 
 
@@ -44,6 +47,12 @@ def local_activity(event: HistoryEvent) -> LocalActivityRecord | None:
     result = marker.details["result"] if "result" in marker.details and not failed else None
     return LocalActivityRecord(name=str(data.get("activity_type", "")), attempt=int(data.get("attempt", 1)),
                                scheduled_at=scheduled_at, result=result)
+
+
+def decoded(payloads: Payloads, kind: type[T]) -> T:
+    """An activity's input or result, as the worker's data converter (pydantic) wrote it."""
+    values = pydantic_data_converter.payload_converter.from_payloads(list(payloads.payloads), [kind])
+    return values[0]  # type: ignore[no-any-return]
 
 
 def activity_names(events: list[HistoryEvent]) -> list[str]:
