@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -116,6 +116,9 @@ async def _one(cluster: BenchCluster, count: int, size: int, per_pcs: int, delay
         "worker_peak_rss_mib_each": [round(a.peak_rss_bytes / 2**20, 1) for a in after],
         "stack_cpu_s": stack_cpu,
         "kube_requests_per_replica": round(requests / size, 2),
+        # All workers together: where a second or third worker's extra requests go.
+        "kube_requests_by_verb_resource": dict(sum((Counter(d.requests_by_verb_resource()) for d in deltas),
+                                                   Counter())),
         "history_events_per_replica": round(sum(events_per_replica.values()) / max(1, len(events_per_replica)), 1),
         "activity_attempts_per_worker": attempts,
         "workers_that_ran_activities": len(attempts),

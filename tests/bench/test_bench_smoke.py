@@ -117,6 +117,8 @@ async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStac
         assert one["breach_to_all_settled_s"] >= options["delay"]
         assert one["workers_alive_at_end"] == one["workers"]
         assert sum(one["activity_attempts_per_worker"]) > 0
+        # Every replica's pod was released twice (created, then recreated), each by a PATCH of the pod.
+        assert one["kube_requests_by_verb_resource"].get("patch/pods", 0) >= 8
     assert results["targets"]["no_duplicate_action"]
 
 
