@@ -43,7 +43,7 @@ NUDGES = Counter(
 WATCH_EVENTS = Counter(
     "grove_temporal_watch_events",
     "Kubernetes watch events received by the watcher",
-    ["resource", "relevant"],
+    ["resource", "relevant"],  # relevant: true | false | own-step (the workflow's own step: no nudge)
 )
 CACHED_READS = Counter(
     "grove_temporal_observe_reads",

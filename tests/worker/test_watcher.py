@@ -285,3 +285,46 @@ def test_a_standby_remembers_what_changed_and_nudges_it_when_it_takes_over() -> 
     assert sorted(requested, key=lambda r: r[0]) == [("a", {"Pod": 7, "PodClique": 2}), ("b", None)]
     watcher._nudge("c", {"Pod": 9})
     assert requested[-1] == ("c", {"Pod": 9}) and watcher._touched == {}, "the leader nudges at once"
+
+
+def _replica_object(kind: str, name: str, rv: int, *, gated: bool = False, node: str | None = None,
+                    ready: bool = False) -> dict[str, Any]:
+    labels = {names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_PART_OF: "p", names.LABEL_PCS_REPLICA_INDEX: "0"}
+    obj: dict[str, Any] = {"kind": kind, "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}",
+                                                      "resourceVersion": str(rv), "labels": labels}}
+    if kind == "Pod":
+        obj["spec"] = {"schedulingGates": [{"name": names.SCHEDULING_GATE}] if gated else [], "nodeName": node}
+        obj["status"] = {"conditions": [{"type": "Ready", "status": "True"}] if ready else []}
+    else:
+        obj["spec"] = {"replicas": 1}
+    return obj
+
+
+def test_the_workflows_own_steps_wake_nobody_and_everything_else_does() -> None:
+    """Pure logic: creations of our objects and a gate removed with nothing else changed are the workflow's own steps
+    (the activity that took them tells it); scheduling, readiness and deletions nudge, and so does anything a relist
+    found (its cause is unknown)."""
+    watcher = Watcher(None, None)  # type: ignore[arg-type]
+    watcher.leading = True
+    nudged: list[int | None] = []
+    watcher.nudger.request = (  # type: ignore[method-assign]
+        lambda wid, versions=None: nudged.append(None if versions is None else max(versions.values())))
+    pcs = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid", "generation": 1}}
+    watcher.pcs_feed.known[("ns", "p")] = ((), pcs)
+    pod, pclq = watcher.pod_feed, watcher.pclq_feed
+
+    watcher._on_event(pclq, "ADDED", _replica_object("PodClique", "p-0-a", 1))
+    watcher._on_event(pod, "ADDED", _replica_object("Pod", "p-0-a-0", 2, gated=True))
+    watcher._on_event(pod, "MODIFIED", _replica_object("Pod", "p-0-a-0", 3))  # our gate release
+    assert nudged == [], "the workflow's own steps"
+    watcher._on_event(pod, "MODIFIED", _replica_object("Pod", "p-0-a-0", 4, node="n1"))
+    watcher._on_event(pod, "MODIFIED", _replica_object("Pod", "p-0-a-0", 5, node="n1", ready=True))
+    watcher._on_event(pod, "DELETED", _replica_object("Pod", "p-0-a-0", 6, node="n1", ready=True))
+    assert nudged == [4, 5, 6], "scheduled, Ready, deleted"
+
+    nudged.clear()
+    watcher._on_event(pod, "ADDED", _replica_object("Pod", "p-0-a-1", 7, gated=True))
+    watcher._on_event(pod, "MODIFIED", _replica_object("Pod", "p-0-a-1", 8, node="n1"))  # ungated and bound at once
+    watcher._on_event(pod, "ADDED", _replica_object("Pod", "p-0-a-2", 9, gated=True), listed=True)
+    watcher._on_event(pclq, "MODIFIED", _replica_object("PodClique", "p-0-a", 10) | {"spec": {"replicas": 2}})
+    assert nudged == [8, None, 10], "more than the gate changed; found by a relist; a PodClique scaled"
