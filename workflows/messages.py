@@ -283,6 +283,19 @@ class Phase(StrEnum):
     DELETED = "Deleted"  # terminal
 
 
+class NudgeCarry(BaseModel):
+    """What continue-as-new hands the next run of the nudge protocol (workflows/nudges.py). The watcher sends each
+    change once: a nudge the previous run had not read when it handed over is never sent again, and the next run's
+    first read may come from another worker's watch cache that lags behind what the previous run already read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    unread: dict[str, int] = Field(default_factory=dict, description="kind -> nudged resourceVersion not read yet")
+    floor: dict[str, int] = Field(default_factory=dict,
+                                  description="kind -> the resourceVersion reads from a watch cache had reached")
+    fresh: bool = Field(default=False, description="a nudge no read from a watch cache can answer was pending")
+
+
 class ReplicaState(BaseModel):
     """The replica workflow's durable state: the one object continue-as-new carries, whole (payload key `carry`).
 
@@ -311,6 +324,8 @@ class ReplicaState(BaseModel):
     rollout: ReplicaRolloutCarry | None = Field(default=None, description="this replica's rolling update turn")
     nudges_total: int = Field(default=0, description="nudge signals received by all runs (counted from this field's "
                                                      "introduction)")
+    nudges: NudgeCarry = Field(default_factory=NudgeCarry,
+                               description="what the previous run was nudged about and had not read yet")
 
 
 class ReplicaInput(Message):

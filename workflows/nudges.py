@@ -3,7 +3,12 @@
 The watcher nudges a replica whenever something it cares about changes in Kubernetes. A timed nudge carries when it
 was sent; another round follows only a nudge sent at or after the moment the observation in force began (an
 observation that began later has already seen the change). An untimed nudge (an old watcher), or the workflow's own
-"look again", always calls for another round. Transient: rebuilt by the next observation, never carried.
+"look again", always calls for another round.
+
+Carried across continue-as-new (`carry`/`resume`): nudges not read yet, and how far reads from a watch cache had
+got. The watcher sends each change once, and the next run's first read may run on another worker whose cache lags;
+without them a run that handed over with a change unread read that lagging cache, saw none of it, and waited for a
+nudge already spent (fault run seed 13, round 23: a gang-terminated replica never recreated).
 
 A nudge from the watcher also carries the resourceVersions of the watch events it stands for (workflows/
 nudge_versions.py). Under VERSIONED_NUDGES_PATCH those decide alone: it calls for a round only if some kind's version
@@ -21,7 +26,7 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import Nudge, ReplicaSnapshot
+    from workflows.messages import Nudge, NudgeCarry, ReplicaSnapshot
 
 # Nudges carry when they were sent; another round follows only a nudge sent after the last observation began.
 TIMED_NUDGES_PATCH = "timed-nudges"
@@ -39,6 +44,9 @@ class Nudges:
         self.versions: dict[str, int] = {}  # kind -> newest resourceVersion a versioned nudge stood for
         self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
         self.untimed = False  # an untimed nudge arrived since the last read from the apiserver
+        # kind -> the resourceVersion reads from a watch cache have reached (this run's and, carried, earlier runs'):
+        # a later read from a cache must not be older, whichever worker's cache it is (caches lag by different amounts)
+        self.cache_floor: dict[str, int] = {}
 
     def decide_timed(self, patched: Callable[[str], bool]) -> None:
         """Once per run, at its start: may timed (and versioned) nudges be told apart (patch markers in new
@@ -77,6 +85,26 @@ class Nudges:
         return {kind: version for kind, version in self.versions.items()
                 if version > self.read_versions.get(kind, -1)}
 
+    def cache_at_least(self) -> dict[str, int]:
+        """What a read from a watch cache must have reached: every unread nudge, and no older than any earlier read
+        from a cache (never from the apiserver: a LIST's version is the store's, past what a watch of one kind may
+        ever deliver)."""
+        floor = dict(self.cache_floor)
+        for kind, version in self.unread_versions().items():
+            floor[kind] = max(version, floor.get(kind, version))
+        return floor
+
+    def carry(self) -> NudgeCarry:
+        return NudgeCarry(unread=self.unread_versions(), floor=dict(self.cache_floor), fresh=self.fresh_needed())
+
+    def resume(self, carried: NudgeCarry) -> bool:
+        """Take over what the previous run handed on; returns whether the first read must be from the apiserver."""
+        if self.versioned:
+            for kind, version in carried.unread.items():
+                self.versions[kind] = max(version, self.versions.get(kind, version))
+        self.cache_floor.update(carried.floor)
+        return carried.fresh
+
     def due(self) -> bool:
         return self.look_again or self.pending()
 
@@ -90,6 +118,8 @@ class Nudges:
             self.observed_from = began
         for kind, version in snapshot.read_versions.items():
             self.read_versions[kind] = max(version, self.read_versions.get(kind, version))
+            if snapshot.from_cache:
+                self.cache_floor[kind] = max(version, self.cache_floor.get(kind, version))
         # A kind this observation did not read (the PodCliqueSet is gone, its name cannot be a label value, an
         # apiserver without integer versions) has nothing a further round could read either: never wait on it.
         for kind in [k for k in self.versions if k not in snapshot.read_versions]:

@@ -135,8 +135,7 @@ class ReplicaWorkflow:
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
         self._patched = PatchSet(REPLICA_BASELINE_PATCH, REPLICA_BASELINE)  # workflows/patches.py
         self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
-        # transient: rebuilt by the next observation
-        self._nudges = Nudges()  # when to look again (workflows/nudges.py)
+        self._nudges = Nudges()  # when to look again (workflows/nudges.py); what it carries is in self.state.nudges
         self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
         self._snapshot: ReplicaSnapshot | None = None
         self._evaluation: ReplicaEvaluation | None = None
@@ -158,6 +157,9 @@ class ReplicaWorkflow:
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
         self._patched.decide()  # first: in a run under the baseline, no other patch records a marker
         self._nudges.decide_timed(self._patched)
+        # What the previous run was nudged about and had not read (empty for a first run, or one begun by a release
+        # that carried nothing): an activity input and a carried field, no command of a recorded run changes.
+        self._fresh_next = self._nudges.resume(self.state.nudges)
         self._cached_reads = self._patched(CACHED_OBSERVE_PATCH)
         self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if self._patched(ACTIVITY_HEARTBEATS_PATCH) else None
         self._local_activities = self._patched(LOCAL_ACTIVITIES_PATCH)
@@ -252,7 +254,7 @@ class ReplicaWorkflow:
         can be judged by resourceVersion; from the apiserver otherwise (DESIGN §4, issue 17)."""
         scheduled_at = workflow.now()
         if self._cached_reads and self._may_read_cache():
-            request = CachedObserveRequest(ref=self.ref, at_least=self._nudges.unread_versions())
+            request = CachedObserveRequest(ref=self.ref, at_least=self._nudges.cache_at_least())
             snapshot = await self._activity(OBSERVE_REPLICA_CACHED, request, ReplicaSnapshot,
                                             f"observe {self.ref} (watch cache)")
         else:
@@ -531,7 +533,7 @@ class ReplicaWorkflow:
         return None
 
     def _next_input(self) -> ReplicaInput:
-        carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1})
+        carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1, "nudges": self._nudges.carry()})
         return self.input.model_copy(update={"carry": carry})
 
     # --- messages ----------------------------------------------------------------------------------------------------

@@ -93,6 +93,53 @@ def test_versions_are_ignored_where_the_run_predates_them() -> None:
     assert nudges.versions == {}
 
 
+def _cached(**versions: int) -> ReplicaSnapshot:
+    return ReplicaSnapshot(read_at=T0, read_from=T0, pcs_state=PcsState.PRESENT, read_versions=versions,
+                           from_cache=True)
+
+
+def test_a_read_from_a_watch_cache_is_never_older_than_an_earlier_one() -> None:
+    """Caches of different workers lag by different amounts: a read from one must reach what a read from another
+    already saw, or the workflow would see objects come back and wait for nudges already spent."""
+    nudges = Nudges()
+    nudges.timed, nudges.versioned, nudges.look_again = True, True, False
+    nudges.observed(_cached(Pod=100, PodClique=90), None)
+    assert nudges.cache_at_least() == {"Pod": 100, "PodClique": 90}
+    nudges.received(Nudge(sent_at=T0, versions={"Pod": 120}))
+    assert nudges.cache_at_least() == {"Pod": 120, "PodClique": 90}
+    nudges.observed(_read(T0, Pod=5000, PodClique=5000), None)  # from the apiserver: a LIST's version sets no floor
+    assert nudges.cache_at_least() == {"Pod": 100, "PodClique": 90}
+    assert nudges.unread_versions() == {}, "the old protocol's at_least, kept for what it still serves"
+
+
+def test_continue_as_new_hands_unread_nudges_and_the_floor_to_the_next_run() -> None:
+    """Fault run seed 13, round 23: a run handed over with nudges (Pod 10446, PodClique 10450) unread; the next run
+    read a cache still at PodClique 10414, saw the gang-terminated PodCliques still there, and waited for nudges the
+    watcher had already sent."""
+    old = Nudges()
+    old.timed, old.versioned, old.look_again = True, True, False
+    old.observed(_cached(Pod=10409, PodClique=10414), None)
+    old.received(Nudge(sent_at=T0, versions={"Pod": 10446}))
+    old.received(Nudge(sent_at=T0, versions={"PodClique": 10450}))
+    carried = old.carry()
+    assert (carried.unread, carried.floor, carried.fresh) == (
+        {"Pod": 10446, "PodClique": 10450}, {"Pod": 10409, "PodClique": 10414}, False)
+
+    new = Nudges()
+    new.timed, new.versioned = True, True
+    assert new.resume(carried) is False
+    assert new.cache_at_least() == {"Pod": 10446, "PodClique": 10450}, "a cache at 10414 must refuse the read"
+    new.look_again = False
+    assert new.due()
+    new.observed(_cached(Pod=10446, PodClique=10450), None)
+    assert not new.due()
+
+    clocked = Nudges()
+    clocked.timed = True
+    clocked.received(Nudge(sent_at=T0))  # no versions: only a read from the apiserver answers it
+    assert Nudges().resume(clocked.carry()) is True, "the next run's first read is from the apiserver"
+
+
 def test_observed_falls_back_to_when_the_observe_was_scheduled() -> None:
     nudges = Nudges()
     nudges.observed(_snapshot(None), T0)

@@ -28,3 +28,21 @@ def test_continue_as_new_carries_the_whole_state_and_counts_the_run() -> None:
     expected["runs"] = 5
     assert carried.model_dump() == expected
     assert state.mirrored == {"p-0-a": "digest"}, "the input's state is not shared with the running workflow"
+
+
+def test_continue_as_new_carries_what_the_run_was_nudged_about_and_had_not_read() -> None:
+    """The nudge protocol is the one piece of run state outside ReplicaState (it is rebuilt by reads); what no read
+    can rebuild, nudges already spent and how far cached reads had got, goes into the carry."""
+    from datetime import UTC, datetime
+
+    from workflows.messages import Nudge, NudgeCarry, PcsState, ReplicaSnapshot
+
+    wf = ReplicaWorkflow(ReplicaInput(ref=REF))
+    wf._nudges.timed = wf._nudges.versioned = True
+    now = datetime.now(UTC)
+    wf._nudges.observed(ReplicaSnapshot(read_at=now, read_from=now, pcs_state=PcsState.PRESENT, from_cache=True,
+                                        read_versions={"PodClique": 10414}), None)
+    wf._nudges.received(Nudge(sent_at=now, versions={"PodClique": 10450}))
+    carried = wf._next_input().carry
+    assert carried is not None
+    assert carried.nudges == NudgeCarry(unread={"PodClique": 10450}, floor={"PodClique": 10414}, fresh=False)
