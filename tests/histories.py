@@ -12,7 +12,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
+from temporalio.worker import Interceptor, Replayer
 
 from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.reconciler import ReconcilerWorkflow
@@ -22,10 +22,11 @@ from workflows.rollout import RolloutWorkflow
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "histories"
 
 
-def replayer() -> Replayer:
-    """As a worker replays: with the nudge versions header read (workflows/nudge_versions.py)."""
+def replayer(*extra: Interceptor) -> Replayer:
+    """As a worker replays: with the nudge versions header read (workflows/nudge_versions.py); `extra` interceptors
+    after it (a test that watches what the replayed code does)."""
     return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow],
-                    data_converter=pydantic_data_converter, interceptors=[NudgeVersionsInterceptor()])
+                    data_converter=pydantic_data_converter, interceptors=[NudgeVersionsInterceptor(), *extra])
 
 
 def save(history: WorkflowHistory, name: str) -> Path:
