@@ -72,8 +72,8 @@ PATCH_MARKER = "core_patch"
 def patches_in(events: list[HistoryEvent]) -> set[str]:
     """The patches the history's run took: each patch marker's id, and for the replica baseline every patch it
     stands for (workflows/patches.py)."""
-    from workflows.patches import REPLICA_BASELINE_PATCH
-    from workflows.replica import REPLICA_BASELINE
+    from workflows.patches import REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_PATCH
+    from workflows.replica import REPLICA_BASELINE, REPLICA_BASELINE_2
 
     found: set[str] = set()
     for event in events:
@@ -82,4 +82,6 @@ def patches_in(events: list[HistoryEvent]) -> set[str]:
             found.add(str(json.loads(marker.details["patch-data"].payloads[0].data)["id"]))
     if REPLICA_BASELINE_PATCH in found:
         found |= REPLICA_BASELINE
+    if REPLICA_BASELINE_2_PATCH in found:
+        found |= REPLICA_BASELINE_2
     return found

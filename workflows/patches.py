@@ -7,7 +7,8 @@ knows them all records REPLICA_BASELINE_PATCH instead, which stands for every pa
 per run. A run whose history lacks the baseline marker (begun by an older release) asks each patch as before, so
 its history replays unchanged.
 
-A patch added after this baseline is asked on its own (it is not in the set), until a later baseline includes it.
+A later baseline (REPLICA_BASELINE_2_PATCH) takes in the patches added since; a run asks the newest first, so a run
+begun under an earlier one replays it unchanged.
 Pure workflow code: no I/O.
 """
 
@@ -18,19 +19,23 @@ from collections.abc import Collection
 from temporalio import workflow
 
 REPLICA_BASELINE_PATCH = "replica-baseline-1"
+REPLICA_BASELINE_2_PATCH = "replica-baseline-2"  # baseline 1, plus decision-time
 
 
 class PatchSet:
     """`workflow.patched`, except that in a run begun under the baseline every patch it covers is taken without a
     marker of its own. `decide` must come first in the run, before any patch is asked."""
 
-    def __init__(self, baseline: str, covers: Collection[str]) -> None:
-        self._baseline_id = baseline
-        self._covers = frozenset(covers)
+    def __init__(self, *baselines: tuple[str, Collection[str]]) -> None:
+        self._baselines = [(patch_id, frozenset(covers)) for patch_id, covers in baselines]  # newest first
+        self._covers: frozenset[str] = frozenset()
         self.baseline = False
 
     def decide(self) -> None:
-        self.baseline = workflow.patched(self._baseline_id)
+        for patch_id, covers in self._baselines:
+            if workflow.patched(patch_id):
+                self.baseline, self._covers = True, covers
+                return
 
     def __call__(self, patch_id: str) -> bool:
         if self.baseline and patch_id in self._covers:

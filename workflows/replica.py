@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -80,7 +80,7 @@ with workflow.unsafe.imports_passed_through():
         TerminationRecord,
     )
     from workflows.nudges import TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, Nudges
-    from workflows.patches import REPLICA_BASELINE_PATCH, PatchSet
+    from workflows.patches import REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_PATCH, PatchSet
     from workflows.replica_rollout import ROLLOUT_PATCH, ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
     from workflows.signals import HISTORY_CAP_PATCH, SIGNAL_BUDGET_PATCH, Received, history_calls_for_handover
@@ -111,6 +111,14 @@ CACHED_OBSERVE_PATCH = "cached-observe"
 # Every run does one round before it hands over, even if its first task is already past a hand-over threshold (an
 # unpaced signal storm): otherwise runs could follow one another without observing, and a breach go unseen.
 ROUND_BEFORE_HANDOVER_PATCH = "round-before-handover"
+# Deadlines are judged at a decision time that moves only where workflow time is the same in every replay: when a run
+# starts, when a (non-local) activity returns, and when a wait that blocked ends; and a wait for a deadline always
+# starts a timer (at least MIN_TIMER). Workflow time right after a local activity is not replay-safe: when one outlasts
+# its workflow task (a heartbeat task follows), the first execution saw one time and a replay another (fault run seed
+# 14, round 35: a PCSG replica's deadline due in the first and not yet in the replay, "No command scheduled for event
+# ActivityTaskScheduled", and the replica stopped).
+DECISION_TIME_PATCH = "decision-time"
+MIN_TIMER = timedelta(milliseconds=1)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
 REPLICA_BASELINE = frozenset({
@@ -118,6 +126,7 @@ REPLICA_BASELINE = frozenset({
     BREACH_EVENTS_PATCH, STARTUP_ORDER_PATCH, HELD_DEADLINES_PATCH, SCALED_RELEASE_RECHECK_PATCH,
     CACHED_OBSERVE_PATCH, ACTIVITY_HEARTBEATS_PATCH, LOCAL_ACTIVITIES_PATCH, ROUND_BEFORE_HANDOVER_PATCH,
 })
+REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}  # new runs: REPLICA_BASELINE_2_PATCH
 
 
 class _Failed(Exception):
@@ -133,7 +142,8 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
-        self._patched = PatchSet(REPLICA_BASELINE_PATCH, REPLICA_BASELINE)  # workflows/patches.py
+        self._patched = PatchSet((REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),  # workflows/patches.py
+                                 (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
         self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
         self._nudges = Nudges()  # when to look again (workflows/nudges.py); what it carries is in self.state.nudges
         self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
@@ -151,6 +161,8 @@ class ReplicaWorkflow:
         self._local_activities = False  # decided once per run, by LOCAL_ACTIVITIES_PATCH
         self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
+        self._stable_time = False  # decided once per run, by DECISION_TIME_PATCH
+        self._decision_time: datetime | None = None  # workflow time as of the last replay-safe point (see the patch)
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
@@ -163,6 +175,8 @@ class ReplicaWorkflow:
         self._cached_reads = self._patched(CACHED_OBSERVE_PATCH)
         self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if self._patched(ACTIVITY_HEARTBEATS_PATCH) else None
         self._local_activities = self._patched(LOCAL_ACTIVITIES_PATCH)
+        self._stable_time = self._patched(DECISION_TIME_PATCH)
+        self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
             if reason is not None and not self._rounds_begun and self._patched(ROUND_BEFORE_HANDOVER_PATCH):
@@ -228,7 +242,7 @@ class ReplicaWorkflow:
         await self._start_in_order(topology, snapshot)
         updating = await self._roll(topology, snapshot)
         evaluation = evaluate_replica(topology, presentation.observation(snapshot, updating), self.state.memory,
-                                      workflow.now())
+                                      self._now())
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
         await self._announce_breaches(evaluation)
@@ -286,10 +300,21 @@ class ReplicaWorkflow:
         if snapshot.from_cache:  # a turn granted during this round: act on it after a fresh read, at once
             self._fresh_next = True
         hold = self.state.paused or self._held or snapshot.from_cache
-        updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity)
+        updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity, now=self._now())
         if self._rollout.step is not None and self._rollout.step.acts and not hold:
             self._nudges.look_again = True  # recreate what was deleted at once
         return updating
+
+    def _now(self) -> datetime:
+        """Workflow time for decisions that compare it with a deadline (DECISION_TIME_PATCH)."""
+        if self._stable_time and self._decision_time is not None:
+            return self._decision_time
+        return workflow.now()
+
+    def _until(self, due: datetime) -> timedelta:
+        """How long a wait for `due` lasts: under DECISION_TIME_PATCH never zero, so the wait is a timer whether or
+        not workflow time (which a local activity may have moved) is already past it."""
+        return max(due - workflow.now(), MIN_TIMER if self._stable_time else timedelta(0))
 
     def _outcome(self, phase: Phase, message: str) -> ReplicaOutcome:
         workflow.logger.info("replica workflow completes: %s: %s", phase.value, message)
@@ -302,15 +327,15 @@ class ReplicaWorkflow:
         if self._retry_after is not None:
             timeout, summary = self._retry_after, "retry after a failed activity"
         elif deadlines and not self.state.paused and not self._held:
-            timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
+            timeout = self._until(deadlines[0].due_at)
             summary = presentation.timer_summary(deadlines)
         elif deadlines and self._patched(HELD_DEADLINES_PATCH):
             # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
             # to due-and-held, so status never shows an expired deadline as pending.
-            timeout = max(deadlines[0].due_at - workflow.now(), timedelta(0))
+            timeout = self._until(deadlines[0].due_at)
             summary = "held, look again when due: " + presentation.timer_summary(deadlines)
         if self._retry_after is None and self._rollout.due is not None:
-            until = max(self._rollout.due - workflow.now(), timedelta(0))
+            until = self._until(self._rollout.due)
             if timeout is None or until < timeout:
                 timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
         # After a failed round only a new control request cuts the back-off short (a request still queued from
@@ -322,8 +347,11 @@ class ReplicaWorkflow:
                 return self._nudges.due() or self._controls.tickets != tickets
             return self._nudges.due() or self._controls.queued()
 
+        blocked = not woken()
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)
+        if blocked:  # woken by a new workflow task (a timer, a signal, an update): its time is in the history
+            self._decision_time = workflow.now()
 
     # --- steps -----------------------------------------------------------------------------------------------------
     async def _materialise(self, snapshot: ReplicaSnapshot) -> ReplicaSnapshot:
@@ -508,10 +536,12 @@ class ReplicaWorkflow:
                     name, arg, result_type=result_type, start_to_close_timeout=LOCAL_ACTIVITY_TIMEOUT,
                     retry_policy=ACTIVITY_RETRY, local_retry_threshold=LOCAL_RETRY_THRESHOLD, summary=summary[:200],
                 )
-            return await workflow.execute_activity(
+            result = await workflow.execute_activity(
                 name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
                 heartbeat_timeout=self._heartbeat_timeout, retry_policy=ACTIVITY_RETRY, summary=summary[:200],
             )
+            self._decision_time = workflow.now()  # a new workflow task delivered the result: replay-safe
+            return result
         except ActivityError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type in raise_on:

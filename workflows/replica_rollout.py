@@ -72,8 +72,9 @@ class ReplicaRollout:
         return True
 
     async def round(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot, *, hold: bool,
-                    run_activity: RunActivity) -> frozenset[str]:
-        """Act on the turn, if any; returns the PodCliques being updated (for the availability evaluation)."""
+                    run_activity: RunActivity, now: datetime | None = None) -> frozenset[str]:
+        """Act on the turn, if any; returns the PodCliques being updated (for the availability evaluation). `now`:
+        the replica workflow's decision time (progress deadlines are judged by it)."""
         self.step, self.due = None, None
         turn = self.state.turn
         spec = snapshot.rollout
@@ -86,7 +87,7 @@ class ReplicaRollout:
             # workflow retargets; the replica still counts as being updated.
             self._note(f"waiting: the spec's generation is {spec.generation_hash}, the turn's {turn.generation_hash}")
             return step.in_progress
-        now = workflow.now()
+        now = now or workflow.now()
         marks, exceeded = advance_progress(self.state.marks, step, now, spec)
         self.state = self.state.model_copy(update={"marks": marks})
         if step.done:
