@@ -396,6 +396,11 @@ class FaultRun:
             digests = await self._digests()
             live = await asyncio.to_thread(self._live)
             late = invariants.unsettled_objects(live, self.workload.plans, self.workload.uids)
+            # A rollout's status moves too: a replica gang-terminated in the round shows updated again only once the
+            # rollout workflow has read it back Ready, which may come after the objects settled (smoke, seed 7,
+            # round 3: updatedReplicas 1 -> 0 -> 1 around the check).
+            late += [why for p in live.pcses if p["metadata"]["name"] in self.changed
+                     for why in rollout_invariants.rollout_incomplete([p], live.pods)]
             if problems or not late or time.monotonic() - began >= self.options.settle_timeout:
                 break
             # Something moved after the round had settled (a lost node's pods garbage-collected ~60 s after the
