@@ -23,7 +23,7 @@ from typing import Any
 from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError, Resource, ours
 from activities.watch_cache import NotFresh, WatchCache
-from grove import names
+from grove import names, ownership
 from grove.pcs_count import pcs_figures
 
 log = logging.getLogger(__name__)
@@ -120,12 +120,7 @@ class PcsStatusWriter:
 
 
 def _counted(obj: JSON, pcs_uid: str) -> bool:
-    """Ours (the cache also holds the Grove operator's), and of this PCS, not of an earlier one of the same name whose
-    objects are still going (a PCSG's PodCliques are owned by the PCSG: those count by their labels)."""
-    if not ours(obj):
-        return False
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    kinds = {o.get("kind"): o.get("uid") for o in owners}
-    if names.KIND_PODCLIQUESET in kinds:
-        return kinds[names.KIND_PODCLIQUESET] == pcs_uid
-    return True
+    """Ours (the cache also holds the Grove operator's) and controlled by this PCS, not by an earlier one of the same
+    name whose objects are still going. A PCSG's PodCliques (controlled by the PCSG) never count: its own
+    availableReplicas speaks for them."""
+    return ours(obj) and ownership.controlled_by(obj, (pcs_uid,))
