@@ -31,7 +31,12 @@ KWOK = "kwok-controller"
 # the finalizer the apiserver puts on every PodGroup is never removed).
 GANG_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 APISERVER_GATES = "--feature-gates=GenericWorkload=true"
-SCHEDULER_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+# SchedulerPopFromBackoffQ (KEP-5142, on by default in v1.36) lets an idle scheduler pop pods from the backoff queue
+# before their backoff has run out. With GangScheduling a gang that cannot fit is rejected as a whole into that queue,
+# so one unschedulable gang was retried thousands of times a second and kept half a core busy for as long as it
+# stayed unschedulable (tests/localstack/test_native_gang_scheduling.py). Off, its pods wait out their 1-10 s backoff
+# or a cluster change that may help them.
+SCHEDULER_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true,SchedulerPopFromBackoffQ=false"
 CONTROLLER_MANAGER_GATES = "--feature-gates=GenericWorkload=true"
 
 

@@ -40,7 +40,7 @@ def test_gates_and_api_group_follow_the_option(tmp_path: Path, gangs: bool) -> N
     argvs = _argvs(tmp_path, gangs)
     expected = {
         "kube-apiserver": ["--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1alpha2=true"],
-        "kube-scheduler": ["--feature-gates=GenericWorkload=true,GangScheduling=true"],
+        "kube-scheduler": ["--feature-gates=GenericWorkload=true,GangScheduling=true,SchedulerPopFromBackoffQ=false"],
         "kube-controller-manager": ["--feature-gates=GenericWorkload=true"],
     }
     for component, flags in expected.items():

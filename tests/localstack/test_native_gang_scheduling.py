@@ -5,7 +5,9 @@ No grove-temporal code is involved: a plain PodGroup and plain pods, on nodes of
 
 from __future__ import annotations
 
+import ssl
 import time
+import urllib.request
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import CoreV1Api
@@ -84,4 +86,45 @@ def test_a_gang_binds_no_pod_until_all_fit_then_all_together(stack: LocalStack, 
         assert set(nodes.values()) == {*first, *added}  # five cannot share one node: both nodes are used
     finally:
         for node in (*first, *added):
+            CoreV1Api(kube).delete_node(node)
+
+
+def _unschedulable_attempts(stack: LocalStack, kube: ApiClient) -> float:
+    """kube-scheduler's count of scheduling attempts that ended unschedulable, from its /metrics."""
+    token = kube.configuration.api_key["BearerToken"].removeprefix("Bearer ").strip()
+    port = stack.components["kube-scheduler"].port  # type: ignore[attr-defined]
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=5, context=ssl._create_unverified_context()) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("scheduler_schedule_attempts_total{") and 'result="unschedulable"' in line)
+
+
+def test_a_gang_that_cannot_fit_is_not_retried_in_a_busy_loop(stack: LocalStack, kube: ApiClient,
+                                                              namespace: str) -> None:
+    # One member fits, the other never does. With kube-scheduler's SchedulerPopFromBackoffQ on, the rejected gang
+    # was popped from the backoff queue at once, over and over: thousands of attempts a second, half a core for as
+    # long as the gang stayed pending (localstack/kube.py). With it off the pods wait out their backoff.
+    client = Kube(kube)
+    label = {"grove-temporal.io/test-node": namespace}
+    nodes = stack.add_nodes(1, NODE, labels=label)
+    try:
+        client.create(NATIVE_PODGROUPS, namespace, {
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "stuck"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        })
+        client.create(PODS, namespace, gang_pod("fits", "stuck", label))
+        too_big = gang_pod("too-big", "stuck", label)
+        too_big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
+        client.create(PODS, namespace, too_big)
+        time.sleep(3)  # the first attempts and their backoff
+        before = _unschedulable_attempts(stack, kube)
+        time.sleep(10)
+        attempts = _unschedulable_attempts(stack, kube) - before
+        # Backoff doubles from 1 s up to 10 s: a handful of attempts per pod in 10 s. The busy loop made thousands.
+        assert attempts < 100, f"{attempts:.0f} unschedulable attempts in 10 s: the gang is retried in a busy loop"
+        assert bound(client, namespace) == {}
+    finally:
+        for node in nodes:
             CoreV1Api(kube).delete_node(node)
