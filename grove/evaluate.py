@@ -61,7 +61,7 @@ class ReplicaEvaluation(_Frozen):
         description="by PCSG name; condition and counts to mirror"
     )
     replica_available: bool
-    deadlines: tuple[Deadline, ...] = Field(description="pending, earliest first; all due strictly after now")
+    deadlines: tuple[Deadline, ...] = Field(description="pending, earliest first; all due strictly after due_by")
     terminations: tuple[Termination, ...] = Field(
         description="due now; carry out, then call forget_terminated"
     )
@@ -73,8 +73,10 @@ class ReplicaEvaluation(_Frozen):
 
 
 def evaluate_replica(
-    topology: ReplicaTopology, observed: ReplicaObservation, memory: ReplicaMemory, now: datetime
+    topology: ReplicaTopology, observed: ReplicaObservation, memory: ReplicaMemory, now: datetime,
+    due_by: datetime | None = None,
 ) -> ReplicaEvaluation:
+    """`now` stamps breaches first seen; a deadline is due when it is at or before `due_by` (default: `now`)."""
     now = as_utc(now)
     was_available: dict[str, str] = {}
     terminated: dict[str, str] = {}
@@ -124,7 +126,7 @@ def evaluate_replica(
             health = health.model_copy(update={"breach_start": start})
         groups[group.name] = health
 
-    plan = plan_terminations(topology, cliques, groups, now)
+    plan = plan_terminations(topology, cliques, groups, now if due_by is None else due_by)
     return ReplicaEvaluation(
         memory=ReplicaMemory(
             was_available=was_available,

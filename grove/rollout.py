@@ -282,12 +282,14 @@ class ProgressMark(_Frozen):
 
 
 def advance_progress(
-    marks: Mapping[str, ProgressMark], step: ReplicaStep, now: datetime, spec: RolloutSpec
+    marks: Mapping[str, ProgressMark], step: ReplicaStep, now: datetime, spec: RolloutSpec,
+    due_by: datetime | None = None,
 ) -> tuple[dict[str, ProgressMark], tuple[str, ...]]:
     """New marks, and the components whose update has not moved for longer than their progressDeadline.
 
     Progress is a unit (pod or PCSG replica) becoming updated and Ready, or a unit being recreated; a component that
-    is done never exceeds its deadline."""
+    is done never exceeds its deadline. `now` stamps progress; with `due_by`, a deadline is exceeded when it is at
+    or before `due_by` (the replica workflow's fired timers), else when `now` is past it."""
     new: dict[str, ProgressMark] = {}
     exceeded: list[str] = []
     for component, value in sorted(step.progress.items()):
@@ -297,7 +299,9 @@ def advance_progress(
         assert mark is not None
         new[component] = mark
         deadline = spec.components.get(component, ComponentPolicy()).progress_deadline
-        if deadline is not None and component in step.unfinished and now - mark.since > deadline:
+        if deadline is None or component not in step.unfinished:
+            continue
+        if (mark.since + deadline <= due_by) if due_by is not None else (now - mark.since > deadline):
             exceeded.append(component)
     return new, tuple(exceeded)
 

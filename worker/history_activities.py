@@ -72,8 +72,8 @@ PATCH_MARKER = "core_patch"
 def patches_in(events: list[HistoryEvent]) -> set[str]:
     """The patches the history's run took: each patch marker's id, and for the replica baseline every patch it
     stands for (workflows/patches.py)."""
-    from workflows.patches import REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_PATCH
-    from workflows.replica import REPLICA_BASELINE, REPLICA_BASELINE_2
+    from workflows.patches import REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_PATCH
+    from workflows.replica import REPLICA_BASELINE, REPLICA_BASELINE_2, REPLICA_BASELINE_3
 
     found: set[str] = set()
     for event in events:
@@ -84,4 +84,6 @@ def patches_in(events: list[HistoryEvent]) -> set[str]:
         found |= REPLICA_BASELINE
     if REPLICA_BASELINE_2_PATCH in found:
         found |= REPLICA_BASELINE_2
+    if REPLICA_BASELINE_3_PATCH in found:
+        found |= REPLICA_BASELINE_3
     return found

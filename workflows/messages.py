@@ -326,6 +326,10 @@ class ReplicaState(BaseModel):
                                                      "introduction)")
     nudges: NudgeCarry = Field(default_factory=NudgeCarry,
                                description="what the previous run was nudged about and had not read yet")
+    deadline_fired: AwareDatetime | None = Field(
+        default=None, description="the latest termination deadline a durable timer fired for (TIMER_JUDGED_PATCH)")
+    progress_fired: AwareDatetime | None = Field(
+        default=None, description="the latest rollout progressDeadline a durable timer fired for (same patch)")
 
 
 class ReplicaInput(Message):

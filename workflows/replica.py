@@ -15,8 +15,7 @@ the message budget per run (workflows/signals.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -80,7 +79,12 @@ with workflow.unsafe.imports_passed_through():
         TerminationRecord,
     )
     from workflows.nudges import TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, Nudges
-    from workflows.patches import REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_PATCH, PatchSet
+    from workflows.patches import (
+        REPLICA_BASELINE_2_PATCH,
+        REPLICA_BASELINE_3_PATCH,
+        REPLICA_BASELINE_PATCH,
+        PatchSet,
+    )
     from workflows.replica_rollout import ROLLOUT_PATCH, ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
     from workflows.signals import HISTORY_CAP_PATCH, SIGNAL_BUDGET_PATCH, Received, history_calls_for_handover
@@ -119,6 +123,18 @@ ROUND_BEFORE_HANDOVER_PATCH = "round-before-handover"
 # ActivityTaskScheduled", and the replica stopped).
 DECISION_TIME_PATCH = "decision-time"
 MIN_TIMER = timedelta(milliseconds=1)
+# One safety-resync timer runs across waits, instead of a timer started for each wait and cancelled when a nudge ends
+# it: two history events less per round woken by a nudge (issue 17). It fires at most safety_resync after it was
+# started, then the next wait starts another: the replica is looked at at least that often, as before.
+ONE_SAFETY_TIMER_PATCH = "one-safety-timer"
+# A deadline (termination, rollout progressDeadline) is due only once a durable timer for it has fired: an event in
+# the history, the same in every replay. Workflow time is not: in a replay, a workflow task followed by the
+# heartbeat tasks of a local activity that outlasted it runs at the time of the last of them (fault run seed 13 on
+# b8a0e27, round 2: the first execution judged a breach not yet due, the replay due, and read the apiserver where the
+# history has a read from the watch cache; "Missing associated machine for LocalActivity(22)"). Workflow time still
+# stamps when a breach or progress began; a replay may stamp it later, which moves only a timer's length.
+TIMER_JUDGED_PATCH = "timer-judged-deadlines"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
 REPLICA_BASELINE = frozenset({
@@ -126,7 +142,8 @@ REPLICA_BASELINE = frozenset({
     BREACH_EVENTS_PATCH, STARTUP_ORDER_PATCH, HELD_DEADLINES_PATCH, SCALED_RELEASE_RECHECK_PATCH,
     CACHED_OBSERVE_PATCH, ACTIVITY_HEARTBEATS_PATCH, LOCAL_ACTIVITIES_PATCH, ROUND_BEFORE_HANDOVER_PATCH,
 })
-REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}  # new runs: REPLICA_BASELINE_2_PATCH
+REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}
+REPLICA_BASELINE_3 = REPLICA_BASELINE_2 | {ONE_SAFETY_TIMER_PATCH, TIMER_JUDGED_PATCH}  # new runs: REPLICA_BASELINE_3_PATCH
 
 
 class _Failed(Exception):
@@ -142,7 +159,8 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
-        self._patched = PatchSet((REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),  # workflows/patches.py
+        self._patched = PatchSet((REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3),  # workflows/patches.py
+                                 (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
                                  (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
         self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
         self._nudges = Nudges()  # when to look again (workflows/nudges.py); what it carries is in self.state.nudges
@@ -163,6 +181,10 @@ class ReplicaWorkflow:
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
         self._stable_time = False  # decided once per run, by DECISION_TIME_PATCH
         self._decision_time: datetime | None = None  # workflow time as of the last replay-safe point (see the patch)
+        self._one_safety_timer = False  # decided once per run, by ONE_SAFETY_TIMER_PATCH
+        self._timer_judged = False  # decided once per run, by TIMER_JUDGED_PATCH
+        self._safety_timer: asyncio.Task[None] | None = None  # the running safety-resync timer (that patch)
+        self._safety_fired = False
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
@@ -176,6 +198,8 @@ class ReplicaWorkflow:
         self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if self._patched(ACTIVITY_HEARTBEATS_PATCH) else None
         self._local_activities = self._patched(LOCAL_ACTIVITIES_PATCH)
         self._stable_time = self._patched(DECISION_TIME_PATCH)
+        self._one_safety_timer = self._patched(ONE_SAFETY_TIMER_PATCH)
+        self._timer_judged = self._patched(TIMER_JUDGED_PATCH)
         self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
@@ -242,7 +266,7 @@ class ReplicaWorkflow:
         await self._start_in_order(topology, snapshot)
         updating = await self._roll(topology, snapshot)
         evaluation = evaluate_replica(topology, presentation.observation(snapshot, updating), self.state.memory,
-                                      self._now())
+                                      self._now(), self._due_by(self.state.deadline_fired))
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
         await self._announce_breaches(evaluation)
@@ -300,7 +324,8 @@ class ReplicaWorkflow:
         if snapshot.from_cache:  # a turn granted during this round: act on it after a fresh read, at once
             self._fresh_next = True
         hold = self.state.paused or self._held or snapshot.from_cache
-        updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity, now=self._now())
+        updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity, now=self._now(),
+                                             due_by=self._due_by(self.state.progress_fired))
         if self._rollout.step is not None and self._rollout.step.acts and not hold:
             self._nudges.look_again = True  # recreate what was deleted at once
         return updating
@@ -310,6 +335,12 @@ class ReplicaWorkflow:
         if self._stable_time and self._decision_time is not None:
             return self._decision_time
         return workflow.now()
+
+    def _due_by(self, fired: datetime | None) -> datetime | None:
+        """Under TIMER_JUDGED_PATCH, what is due: up to the latest deadline a timer fired for (else `_now()`)."""
+        if not self._timer_judged:
+            return None
+        return fired or EPOCH
 
     def _until(self, due: datetime) -> timedelta:
         """How long a wait for `due` lasts: under DECISION_TIME_PATCH never zero, so the wait is a timer whether or
@@ -323,35 +354,66 @@ class ReplicaWorkflow:
     async def _wait(self) -> None:
         timeout: timedelta | None = self.input.safety_resync
         summary = "safety resync"
+        resync_only = True  # no deadline, no retry: only the safety resync bounds this wait
+        fires_for: tuple[str, datetime] | None = None  # the deadline this wait's timer is for (TIMER_JUDGED_PATCH)
         deadlines = presentation.deadline_statuses(self._evaluation) if self._evaluation else ()
         if self._retry_after is not None:
-            timeout, summary = self._retry_after, "retry after a failed activity"
+            timeout, summary, resync_only = self._retry_after, "retry after a failed activity", False
         elif deadlines and not self.state.paused and not self._held:
-            timeout = self._until(deadlines[0].due_at)
-            summary = presentation.timer_summary(deadlines)
+            timeout, resync_only = self._until(deadlines[0].due_at), False
+            summary, fires_for = presentation.timer_summary(deadlines), ("deadline", deadlines[0].due_at)
         elif deadlines and self._patched(HELD_DEADLINES_PATCH):
             # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
             # to due-and-held, so status never shows an expired deadline as pending.
-            timeout = self._until(deadlines[0].due_at)
+            timeout, resync_only = self._until(deadlines[0].due_at), False
             summary = "held, look again when due: " + presentation.timer_summary(deadlines)
+            fires_for = ("deadline", deadlines[0].due_at)
         if self._retry_after is None and self._rollout.due is not None:
             until = self._until(self._rollout.due)
             if timeout is None or until < timeout:
-                timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
+                timeout, summary, resync_only = until + timedelta(seconds=1), "rolling update progressDeadline", False
+                fires_for = ("progress", self._rollout.due)
+        if resync_only and self._one_safety_timer:
+            self._arm_safety_timer()
+            timeout = None  # the running safety timer ends this wait (woken), no timer of its own
         # After a failed round only a new control request cuts the back-off short (a request still queued from
         # before would otherwise spin the loop against the failing activity).
         tickets = self._controls.tickets if self._retry_after is not None else None
 
         def woken() -> bool:
+            if self._safety_fired:
+                return True
             if tickets is not None:
                 return self._nudges.due() or self._controls.tickets != tickets
             return self._nudges.due() or self._controls.queued()
 
         blocked = not woken()
-        with contextlib.suppress(asyncio.TimeoutError):
+        try:
             await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)
+        except TimeoutError:
+            if fires_for is not None and self._timer_judged:  # the timer fired: an event, the same in every replay
+                self._fired(*fires_for)
         if blocked:  # woken by a new workflow task (a timer, a signal, an update): its time is in the history
             self._decision_time = workflow.now()
+        if self._safety_fired:  # this round is the resync; the next wait starts the next timer
+            self._safety_fired, self._safety_timer = False, None
+
+    def _fired(self, kind: str, due: datetime) -> None:
+        if kind == "deadline":
+            self.state.deadline_fired = max(due, self.state.deadline_fired or due)
+        else:
+            self.state.progress_fired = max(due, self.state.progress_fired or due)
+
+    def _arm_safety_timer(self) -> None:
+        """Start the safety-resync timer unless one is running (ONE_SAFETY_TIMER_PATCH)."""
+        if self._safety_timer is not None:
+            return
+
+        async def resync() -> None:
+            await workflow.sleep(self.input.safety_resync, summary="safety resync")
+            self._safety_fired = True
+
+        self._safety_timer = asyncio.create_task(resync())
 
     # --- steps -----------------------------------------------------------------------------------------------------
     async def _materialise(self, snapshot: ReplicaSnapshot) -> ReplicaSnapshot:

@@ -72,9 +72,11 @@ class ReplicaRollout:
         return True
 
     async def round(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot, *, hold: bool,
-                    run_activity: RunActivity, now: datetime | None = None) -> frozenset[str]:
+                    run_activity: RunActivity, now: datetime | None = None,
+                    due_by: datetime | None = None) -> frozenset[str]:
         """Act on the turn, if any; returns the PodCliques being updated (for the availability evaluation). `now`:
-        the replica workflow's decision time (progress deadlines are judged by it)."""
+        the replica workflow's decision time (progress is stamped with it); `due_by`: where set, progress deadlines
+        are judged by it instead (grove/rollout.advance_progress)."""
         self.step, self.due = None, None
         turn = self.state.turn
         spec = snapshot.rollout
@@ -88,7 +90,7 @@ class ReplicaRollout:
             self._note(f"waiting: the spec's generation is {spec.generation_hash}, the turn's {turn.generation_hash}")
             return step.in_progress
         now = now or workflow.now()
-        marks, exceeded = advance_progress(self.state.marks, step, now, spec)
+        marks, exceeded = advance_progress(self.state.marks, step, now, spec, due_by)
         self.state = self.state.model_copy(update={"marks": marks})
         if step.done:
             await self._report(turn, "done", f"replica {self.ref.replica} updated to {turn.generation_hash} "

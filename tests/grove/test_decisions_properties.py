@@ -351,3 +351,20 @@ def test_the_timelines_reach_the_interesting_cases() -> None:
 
     explore()
     assert {"pcsg-replica", "pcs-replica", "pcs-replica via PCSG"} <= set(seen), seen
+
+
+@PROPERTY
+@given(timelines(), st.integers(-120, 120))
+def test_with_due_by_a_deadline_is_judged_by_it_and_breaches_are_stamped_by_now(
+        timeline: Timeline, shift: int) -> None:
+    """The replica workflow judges deadlines by the latest one a durable timer fired for (`due_by`), and stamps new
+    breaches with workflow time (`now`): the judgement is due_by's alone, whatever `now` is."""
+    topology, _ = timeline
+    for step in run(*timeline):
+        due_by = step.now + timedelta(seconds=shift)
+        judged = evaluate_replica(topology, step.observed, step.memory, step.now, due_by)
+        assert judged.memory == step.evaluation.memory, "breaches are stamped with now, as without due_by"
+        assert all(t.deadline <= due_by for t in judged.terminations)
+        assert all(d.due_at > due_by for d in judged.deadlines)
+        if shift == 0:
+            assert judged == step.evaluation

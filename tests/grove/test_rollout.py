@@ -327,6 +327,22 @@ def test_progress_deadline_counts_from_the_last_progress() -> None:
     assert marks2["p-0-sg"].since == T0 + timedelta(seconds=61)
 
 
+def test_with_due_by_the_progress_deadline_is_exceeded_only_once_its_timer_fired() -> None:
+    """The replica workflow passes `due_by`: the latest progress deadline a durable timer fired for. Workflow time
+    (`now`) stamps progress but no longer decides: a replay may run at another time."""
+    top = topology()
+    cliques = all_old(top)
+    cliques["p-0-fe"] = clique("p-0-fe", {0: (False, False), 1: (True, True), 2: (True, True)})
+    policy = spec(deadline=timedelta(minutes=1))
+    step = replica_step(top, cliques, policy)
+    marks, _ = advance_progress({}, step, T0, policy)
+    due = deadline_due(marks, step, policy)
+    assert due == T0 + timedelta(minutes=1)
+    late = T0 + timedelta(hours=1)
+    assert advance_progress(marks, step, late, policy, due_by=due - timedelta(milliseconds=1))[1] == ()
+    assert "p-0-fe" in advance_progress(marks, step, T0, policy, due_by=due)[1]
+
+
 def test_a_finished_component_never_exceeds() -> None:
     top = topology()
     cliques = {u.name: clique(u.name, {i: (False, True) for i in range(u.replicas)}) for u in top.cliques}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from grove.models import PodCliqueSet
 from grove.plan import topology_for
 from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
+from tests.histories import replayer
 from worker.history_activities import activity_names, local_activity, patches_in
 from workflows import contract
 from workflows.messages import (
@@ -52,7 +54,7 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import TIMED_NUDGES_PATCH
-from workflows.patches import REPLICA_BASELINE_2_PATCH
+from workflows.patches import REPLICA_BASELINE_3_PATCH
 from workflows.replica import ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
@@ -85,6 +87,7 @@ class ScriptedCluster:
         self.calls: list[str] = []  # observe, observe (cache), terminate, ... in the order the workflow made them
         self.cache_ready: int | None = None  # what the watch cache says, where it lags the cluster
         self.mirror_failures = 0  # the next this many status mirrors fail (kube-apiserver unreachable)
+        self.cache_delay = 0.0  # seconds each read from the watch cache takes (a loaded worker)
         self._lock = threading.Lock()
 
     def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
@@ -105,6 +108,7 @@ class ScriptedCluster:
         @activity.defn(name=contract.OBSERVE_REPLICA_CACHED)
         def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
             self.calls.append("observe (cache)")
+            time.sleep(self.cache_delay)
             return self.snapshot(self.cache_ready).model_copy(update={"from_cache": True, "read_from": None})
 
         @activity.defn(name=contract.ENSURE_REPLICA)
@@ -153,13 +157,14 @@ async def client(dev_server: TemporalDevServer) -> AsyncIterator[Client]:
     yield await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
 
 
-async def _run(client: Client, cluster: ScriptedCluster) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
+async def _run(client: Client, cluster: ScriptedCluster, safety_resync: timedelta = timedelta(hours=6),
+               task_timeout: timedelta | None = None) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
     queue = f"mt-{uuid.uuid4().hex[:8]}"
     worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
                     activity_executor=_EXECUTOR)
     ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref), id=ref.workflow_id,
-                                         task_queue=queue)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=safety_resync),
+                                         id=ref.workflow_id, task_queue=queue, task_timeout=task_timeout)
     return worker, handle
 
 
@@ -343,7 +348,7 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_2_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_3_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, contract.LOCAL_ACTIVITIES_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
@@ -374,3 +379,70 @@ async def test_a_failing_local_activity_retries_on_a_timer_and_queries_are_answe
     assert [m.attempt for m in mirrors if m.result is None] == [3, 4], "from the third on, back-off on a timer"
     assert [m.attempt for m in mirrors if m.result is not None][0] == 5, "the fifth attempt went through"
     assert answered, "every query was answered within 5 s while the mirror kept failing"
+
+
+def _timers(history: WorkflowHistory) -> tuple[int, int]:
+    started = sum(e.HasField("timer_started_event_attributes") for e in history.events)
+    return started, sum(e.HasField("timer_canceled_event_attributes") for e in history.events)
+
+
+async def test_rounds_woken_by_nudges_share_one_safety_timer(client: Client) -> None:
+    """A wait with no deadline is bounded by the safety resync alone. One timer runs across such waits: a round woken
+    by a nudge starts and cancels none (two history events less per round)."""
+    cluster = ScriptedCluster(_pcs("resync"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        for _ in range(5):
+            reads = len(cluster.calls)
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+            await _until(handle, lambda s, reads=reads: len(cluster.calls) > reads)  # type: ignore[misc]
+        history = await handle.fetch_history()
+    assert len([c for c in cluster.calls if c.startswith("observe")]) >= 6
+    assert _timers(history) == (1, 0), "a timer per wait, cancelled by each nudge"
+
+
+async def test_the_safety_resync_looks_again_without_any_nudge(client: Client) -> None:
+    cluster = ScriptedCluster(_pcs("resync-idle"))
+    worker, handle = await _run(client, cluster, safety_resync=timedelta(seconds=1))
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        reads = len(cluster.calls)
+        await asyncio.sleep(4.5)
+        looks = len(cluster.calls) - reads
+        history = await handle.fetch_history()
+    assert looks >= 3, f"{looks} reads in 4.5 s with a 1 s safety resync"
+    started, cancelled = _timers(history)
+    assert cancelled == 0 and started >= looks, (started, cancelled)
+
+
+def _heartbeat_tasks(history: WorkflowHistory) -> int:
+    """Workflow tasks completed with no command and followed at once by another: the SDK's heartbeat while a local
+    activity outlasts its task."""
+    events = list(history.events)
+    return sum(1 for e, after in zip(events, events[1:], strict=False)
+               if e.HasField("workflow_task_completed_event_attributes")
+               and after.HasField("workflow_task_scheduled_event_attributes"))
+
+
+async def test_a_deadline_passing_while_a_local_activity_outlasts_its_task_replays(client: Client) -> None:
+    """Fault run seed 13 on b8a0e27 (tests/fixtures/incidents/README.md): a replay runs a task followed by local
+    activity heartbeats at another workflow time than the first execution did, so a deadline judged by workflow time
+    was due in one and not in the other. Judged by its fired timer, the history replays whatever the timing. (The
+    scripted nudges here have no versions, so the rounds they wake read the apiserver; the round the deadline's timer
+    wakes reads the cache, slowly. This did not reproduce the failure on the old path in three tries: the timing
+    is the fault runs'. It checks that such a history replays and that no termination comes early.)"""
+    cluster = ScriptedCluster(_pcs("slowcache"))
+    worker, handle = await _run(client, cluster, task_timeout=timedelta(seconds=2))  # heartbeat after about 1.6 s
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        cluster.cache_delay = 2.5  # each cached read outlasts its workflow task; the deadline passes during one
+        await _breach(cluster, handle)
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=30)
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=30)
+        history = await handle.fetch_history()
+    assert _heartbeat_tasks(history) >= 2, "no local activity outlasted its workflow task: the test proves nothing"
+    (at, request), = cluster.terminated
+    assert at >= request.deadline, "terminated before its deadline"
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure

@@ -18,7 +18,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from tests.histories import FIXTURES, load, replayer
 from workflows.contract import LOCAL_ACTIVITIES_PATCH
 from workflows.reconciler import ReconcilerWorkflow
-from workflows.replica import BREACH_EVENTS_PATCH, ReplicaWorkflow
+from workflows.replica import BREACH_EVENTS_PATCH, ONE_SAFETY_TIMER_PATCH, ReplicaWorkflow
 
 COMPAT = sorted((FIXTURES / "compat").glob("*.json"))
 
@@ -55,6 +55,18 @@ async def test_without_the_guard_a_run_begun_before_local_activities_would_break
     monkeypatch.setattr(workflow, "patched",
                         lambda patch_id: True if patch_id == LOCAL_ACTIVITIES_PATCH else real(patch_id))
     history = load(FIXTURES / "compat" / "pre-baseline-cc9c238-breach_termination.json")
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
+
+
+async def test_without_the_guard_a_run_with_a_timer_per_wait_would_break(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun before one-safety-timer started a safety-resync timer for each wait and cancelled it on the next
+    nudge; forced onto the shared timer, its history no longer replays."""
+    real = workflow.patched
+    monkeypatch.setattr(workflow, "patched",
+                        lambda patch_id: True if patch_id == ONE_SAFETY_TIMER_PATCH else real(patch_id))
+    history = load(FIXTURES / "compat" / "baseline-1-85e0380-s1_start_to_available.json")
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
