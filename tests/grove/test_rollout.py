@@ -17,6 +17,7 @@ from grove.rollout import (
     ComponentPolicy,
     ProgressMark,
     ReplicaRollout,
+    ReplicaStep,
     RolloutSpec,
     advance_progress,
     deadline_due,
@@ -311,12 +312,17 @@ def test_a_simulated_rollout_keeps_the_budget_recreates_each_pod_once_and_finish
 
 
 # --- progressDeadline ------------------------------------------------------------------------------------
-def test_progress_deadline_counts_from_the_last_progress() -> None:
+def _one_pod_stuck() -> tuple[ReplicaStep, RolloutSpec]:
+    """A rollout whose frontend has one pod that never becomes Ready; progressDeadline one minute."""
     top = topology()
     cliques = all_old(top)
     cliques["p-0-fe"] = clique("p-0-fe", {0: (False, False), 1: (True, True), 2: (True, True)})
     policy = spec(deadline=timedelta(minutes=1))
-    step = replica_step(top, cliques, policy)
+    return replica_step(top, cliques, policy), policy
+
+
+def test_progress_deadline_counts_from_the_last_progress() -> None:
+    step, policy = _one_pod_stuck()
     marks, exceeded = advance_progress({}, step, T0, policy)
     assert exceeded == ()
     assert deadline_due(marks, step, policy) == T0 + timedelta(minutes=1)
@@ -330,11 +336,7 @@ def test_progress_deadline_counts_from_the_last_progress() -> None:
 def test_with_due_by_the_progress_deadline_is_exceeded_only_once_its_timer_fired() -> None:
     """The replica workflow passes `due_by`: the latest progress deadline a durable timer fired for. Workflow time
     (`now`) stamps progress but no longer decides: a replay may run at another time."""
-    top = topology()
-    cliques = all_old(top)
-    cliques["p-0-fe"] = clique("p-0-fe", {0: (False, False), 1: (True, True), 2: (True, True)})
-    policy = spec(deadline=timedelta(minutes=1))
-    step = replica_step(top, cliques, policy)
+    step, policy = _one_pod_stuck()
     marks, _ = advance_progress({}, step, T0, policy)
     due = deadline_due(marks, step, policy)
     assert due == T0 + timedelta(minutes=1)

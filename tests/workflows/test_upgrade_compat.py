@@ -46,27 +46,26 @@ async def test_without_the_patch_guard_the_older_history_would_break(monkeypatch
     assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
 
 
+async def _replay_forced(monkeypatch: pytest.MonkeyPatch, patch_id: str, fixture: str) -> str:
+    """Replay a frozen history with `patch_id` taken unconditionally (as an unguarded change would); the failure."""
+    real = workflow.patched
+    monkeypatch.setattr(workflow, "patched", lambda asked: True if asked == patch_id else real(asked))
+    result = await replayer().replay_workflow(load(FIXTURES / "compat" / fixture), raise_on_replay_failure=False)
+    assert result.replay_failure is not None, f"{fixture} replays on the new path: the guard proves nothing"
+    return str(result.replay_failure)
+
+
 async def test_without_the_guard_a_run_begun_before_local_activities_would_break(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A run begun by the release before local activities and the patch baseline (cc9c238) replays on today's code
     (above); forced onto local activities, the same history fails: where it scheduled observe_replica_cached as an
     activity, today's code would record a local activity marker."""
-    real = workflow.patched
-    monkeypatch.setattr(workflow, "patched",
-                        lambda patch_id: True if patch_id == LOCAL_ACTIVITIES_PATCH else real(patch_id))
-    history = load(FIXTURES / "compat" / "pre-baseline-cc9c238-breach_termination.json")
-    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is not None
-    assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
+    failure = await _replay_forced(monkeypatch, LOCAL_ACTIVITIES_PATCH, "pre-baseline-cc9c238-breach_termination.json")
+    assert "nondetermin" in failure.lower(), failure
 
 
 async def test_without_the_guard_a_run_with_a_timer_per_wait_would_break(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run begun before one-safety-timer started a safety-resync timer for each wait and cancelled it on the next
     nudge; forced onto the shared timer, its history no longer replays."""
-    real = workflow.patched
-    monkeypatch.setattr(workflow, "patched",
-                        lambda patch_id: True if patch_id == ONE_SAFETY_TIMER_PATCH else real(patch_id))
-    history = load(FIXTURES / "compat" / "baseline-1-85e0380-s1_start_to_available.json")
-    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is not None
-    assert "nondetermin" in str(result.replay_failure).lower(), result.replay_failure
+    failure = await _replay_forced(monkeypatch, ONE_SAFETY_TIMER_PATCH, "baseline-1-85e0380-s1_start_to_available.json")
+    assert "nondetermin" in failure.lower(), failure
