@@ -56,3 +56,8 @@ STUCK_WORKFLOWS = Gauge(
     "Running replica workflows whose workflow task keeps failing (grove-temporal doctor); the leading worker reports "
     "them, the others 0",
 )
+FOREGROUND_DELETIONS_FINISHED = Counter(
+    "grove_temporal_foreground_deletions_finished",
+    "PodCliques of ours left in foreground deletion with their pods gone, deleted again with Background propagation "
+    "(worker/stuck_deletions.py)",
+)

@@ -30,6 +30,7 @@ from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
 from worker.pcs_status import PcsStatusWriter
+from worker.stuck_deletions import StuckDeletionSweeper
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
 from workflows.contract import reconciler_workflow_id
@@ -202,12 +203,13 @@ async def _start_cache(cache: WatchCache) -> None:
     await asyncio.to_thread(cache.start)
 
 
-async def _lead(watcher: Watcher, pcs_status: PcsStatusWriter, client: Client, namespace: str | None) -> None:
-    """What the leader of a scope does: watch, and keep the PCSes' status figures and the fleet gauges (one writer
-    for the whole scope)."""
+async def _lead(watcher: Watcher, pcs_status: PcsStatusWriter, deletions: StuckDeletionSweeper, client: Client,
+                namespace: str | None) -> None:
+    """What the leader of a scope does: watch, keep the PCSes' status figures and the fleet gauges (one writer for
+    the whole scope), and finish PodClique deletions the garbage collector left stuck."""
     from worker.fleet import keep_fleet_gauges
 
-    await asyncio.gather(watcher.run(), pcs_status.run(), keep_fleet_gauges(client, namespace))
+    await asyncio.gather(watcher.run(), pcs_status.run(), deletions.run(), keep_fleet_gauges(client, namespace))
 
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: Client | None = None) -> None:
@@ -267,12 +269,14 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
                               resync_seconds=settings.watch_resync.total_seconds(), cache=cache)
             pcs_status = PcsStatusWriter(kube, watcher.cache)  # hears the cache before it starts: no event missed
+            deletions = StuckDeletionSweeper(kube, watcher.cache)
             background.append(asyncio.create_task(watcher.follow()))  # warm before it leads: a fast hand-over
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity, lease_seconds=settings.lease_seconds,
                                    renew_every=settings.lease_renew_every, retry_every=settings.lease_retry_every)
             background.append(asyncio.create_task(elector.run(
-                lambda: _lead(watcher, pcs_status, client, settings.watch_namespace), stop, unfit=watcher.unfit)))
+                lambda: _lead(watcher, pcs_status, deletions, client, settings.watch_namespace), stop,
+                unfit=watcher.unfit)))
         elif cache is not None:
             background.append(asyncio.create_task(_start_cache(cache)))
         # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
