@@ -106,12 +106,13 @@ async def test_a_replica_stuck_after_a_rolled_back_build_is_reported_reset_and_c
     await replica.handle.signal(NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
 
     async def extra_timer_written() -> bool:
-        """The extra timer, and a command after it (the wait's own timer): a history the real build cannot replay
-        (with only the extra timer, the real build would take it for its own wait's timer)."""
-        timers = [e for e in (await replica.handle.fetch_history()).events
-                  if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
-        extra = [i for i, e in enumerate(timers) if EXTRA_TIMER_SUMMARY.encode() in e.user_metadata.SerializeToString()]
-        return bool(extra) and len(timers) > extra[0] + 1
+        """The extra timer, fired: a history the real build cannot replay. Its wait starts no timer of its own (one
+        safety-resync timer runs across waits), so it meets a TimerStarted it never issues."""
+        events = (await replica.handle.fetch_history()).events
+        extra = {e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+                 and EXTRA_TIMER_SUMMARY.encode() in e.user_metadata.SerializeToString()}
+        return any(e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
+                   and e.timer_fired_event_attributes.started_event_id in extra for e in events)
 
     await await_for(extra_timer_written, timeout=60, interval=0.5, what="the broken build's extra timer in history")
     broken.stop()
