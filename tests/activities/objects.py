@@ -21,3 +21,12 @@ def create_pcs(client: Kube, namespace: str, body: dict[str, Any]) -> tuple[PodC
     owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUESET, body["metadata"]["name"],
                                       created["metadata"]["uid"])
     return model, plan_replica(model, 0), created, owner
+
+
+def one_clique_pcs(namespace: str, name: str, replicas: int) -> dict[str, Any]:
+    """A PodCliqueSet of `replicas` replicas, each one PodClique `a` of one pause pod (minAvailable 1)."""
+    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "template": {"cliques": [{"name": "a", "spec": {
+                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
+                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}

@@ -11,7 +11,7 @@ from activities.backend import detect
 from activities.kubeapi import PODS, Kube
 from activities.replica import ReplicaActivities
 from grove import names
-from tests.activities.objects import create_pcs
+from tests.activities.objects import create_pcs, one_clique_pcs
 from workflows.messages import ReplicaRef
 
 if TYPE_CHECKING:
@@ -33,12 +33,6 @@ class _Counting(Kube):
         return sum(1 for m, p in self.seen if m == method and f"/{plural}" in p)
 
 
-def _pcs(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
-            "metadata": {"name": "first", "namespace": namespace},
-            "spec": {"replicas": 1, "template": {"cliques": [{"name": "a", "spec": {
-                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
-                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}
 
 
 def test_a_first_pass_skips_the_service_get_and_the_podgroup_list_and_a_later_pass_creates_nothing_twice(
@@ -46,7 +40,7 @@ def test_a_first_pass_skips_the_service_get_and_the_podgroup_list_and_a_later_pa
     client = Kube(kube)
     scheduling = detect(client, "auto")
     assert scheduling.default == names.BACKEND_KUBE, "the local stack serves native PodGroups"
-    _, _, pcs_obj, _ = create_pcs(client, namespace, _pcs(namespace))
+    _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, "first", 1))
     ref = ReplicaRef(namespace=namespace, pcs="first", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
     counting = _Counting(kube)
     activities = ReplicaActivities(counting, scheduling)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from activities import status as status_mirror
 from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, Resource
-from grove import manifests, names
+from grove import manifests
 from grove.plan import plan_replica
-from tests.activities.objects import create_pcs
+from tests.activities.objects import create_pcs, one_clique_pcs
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -19,12 +19,6 @@ if TYPE_CHECKING:
     from localstack.stack import LocalStack
 
 
-def _pcs(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
-            "metadata": {"name": "race", "namespace": namespace},
-            "spec": {"replicas": 2, "template": {"cliques": [{"name": "a", "spec": {
-                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
-                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}
 
 
 def _ready(client: Kube, namespace: str, pclq: str) -> None:
@@ -59,7 +53,7 @@ def _available(client: Kube, namespace: str) -> int | None:
 def test_a_replica_that_read_before_the_others_write_corrects_its_own_stale_count(
         stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
     client = Kube(kube)
-    model, _, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
+    model, _, pcs_obj, owner = create_pcs(client, namespace, one_clique_pcs(namespace, "race", 2))
     uid = pcs_obj["metadata"]["uid"]
     for replica in (0, 1):
         plan = plan_replica(model, replica)
@@ -92,7 +86,7 @@ class _Counting(Kube):
 def test_a_recount_told_there_are_no_scaling_groups_lists_none_unless_the_fresh_pcs_has_some(
         stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
     client = Kube(kube)
-    model, plan, pcs_obj, owner = create_pcs(client, namespace, _pcs(namespace))
+    model, plan, pcs_obj, owner = create_pcs(client, namespace, one_clique_pcs(namespace, "race", 2))
     client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, "race-0-a", owner=owner))
     _ready(client, namespace, "race-0-a")
     counting = _Counting(kube)
@@ -101,7 +95,7 @@ def test_a_recount_told_there_are_no_scaling_groups_lists_none_unless_the_fresh_
 
     # A PCS with a scaling group whose replica is not available, recounted on a stale "no groups" guess: the fresh
     # PCS has groups, so they are read, and the replica is not counted available.
-    grouped = _pcs(namespace)
+    grouped = one_clique_pcs(namespace, "race", 2)
     grouped["metadata"]["name"] = "grouped"
     grouped["spec"]["template"]["cliques"].append(copy.deepcopy(grouped["spec"]["template"]["cliques"][0]))
     grouped["spec"]["template"]["cliques"][1]["name"] = "b"

@@ -15,19 +15,13 @@ from activities.watch_cache import WatchCache
 from grove import manifests, names
 from grove.plan import plan_replica
 from grove.scale import podcliqueset_selector
-from tests.activities.objects import create_pcs
+from tests.activities.objects import create_pcs, one_clique_pcs
 from worker.pcs_status import PcsStatusWriter
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 
-def _pcs(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
-            "metadata": {"name": "count", "namespace": namespace},
-            "spec": {"replicas": 3, "template": {"cliques": [{"name": "a", "spec": {
-                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
-                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}
 
 
 def _ready(client: Kube, namespace: str, pclq: str) -> None:
@@ -51,7 +45,7 @@ async def _until(predicate: Callable[[], bool], what: str, timeout: float = 15.0
 async def test_the_leader_counts_available_replicas_from_its_cache_and_writes_only_changes(
         kube: ApiClient, crds: list[str], namespace: str) -> None:
     client = Kube(kube)
-    model, _, _, owner = create_pcs(client, namespace, _pcs(namespace))
+    model, _, _, owner = create_pcs(client, namespace, one_clique_pcs(namespace, "count", 3))
     for replica in range(3):
         client.create(PODCLIQUES, namespace, manifests.podclique_manifest(
             model, plan_replica(model, replica), f"count-{replica}-a", owner=owner))

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from activities.kubeapi import PODCLIQUES, PODS, Kube
 from activities.watch_cache import WatchCache
 from grove import manifests, names
 from grove.plan import plan_replica
-from tests.activities.objects import create_pcs
+from tests.activities.objects import create_pcs, one_clique_pcs
 from worker.stuck_deletions import FOREGROUND, StuckDeletionSweeper, in_foreground_deletion
 
 if TYPE_CHECKING:
@@ -24,12 +24,6 @@ if TYPE_CHECKING:
     from localstack.stack import LocalStack
 
 
-def _pcs(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET,
-            "metadata": {"name": "stuck", "namespace": namespace},
-            "spec": {"replicas": 1, "template": {"cliques": [{"name": "a", "spec": {
-                "roleName": "a", "replicas": 1, "minAvailable": 1, "podSpec": {
-                    "containers": [{"name": "a", "image": "registry.k8s.io/pause:3.10"}]}}}]}}}
 
 
 def test_in_foreground_deletion_is_ours_with_the_collectors_finalizer_alone() -> None:
@@ -44,7 +38,7 @@ def test_in_foreground_deletion_is_ours_with_the_collectors_finalizer_alone() ->
 async def test_a_podclique_left_in_foreground_deletion_is_deleted_again_once_its_pods_are_gone(
         stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
     client = Kube(kube)
-    model, _, _, owner = create_pcs(client, namespace, _pcs(namespace))
+    model, _, _, owner = create_pcs(client, namespace, one_clique_pcs(namespace, "stuck", 1))
     pclq = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(
         model, plan_replica(model, 0), "stuck-0-a", owner=owner))
     uid = pclq["metadata"]["uid"]
