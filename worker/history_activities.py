@@ -72,18 +72,14 @@ PATCH_MARKER = "core_patch"
 def patches_in(events: list[HistoryEvent]) -> set[str]:
     """The patches the history's run took: each patch marker's id, and for the replica baseline every patch it
     stands for (workflows/patches.py)."""
-    from workflows.patches import REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_PATCH
-    from workflows.replica import REPLICA_BASELINE, REPLICA_BASELINE_2, REPLICA_BASELINE_3
+    from workflows.replica import REPLICA_BASELINES
 
     found: set[str] = set()
     for event in events:
         marker = event.marker_recorded_event_attributes
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and marker.marker_name == PATCH_MARKER:
             found.add(str(json.loads(marker.details["patch-data"].payloads[0].data)["id"]))
-    if REPLICA_BASELINE_PATCH in found:
-        found |= REPLICA_BASELINE
-    if REPLICA_BASELINE_2_PATCH in found:
-        found |= REPLICA_BASELINE_2
-    if REPLICA_BASELINE_3_PATCH in found:
-        found |= REPLICA_BASELINE_3
+    for baseline, covers in REPLICA_BASELINES:
+        if baseline in found:
+            found |= covers
     return found

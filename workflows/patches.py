@@ -20,7 +20,7 @@ from temporalio import workflow
 
 REPLICA_BASELINE_PATCH = "replica-baseline-1"
 REPLICA_BASELINE_2_PATCH = "replica-baseline-2"  # baseline 1, plus decision-time
-REPLICA_BASELINE_3_PATCH = "replica-baseline-3"  # baseline 2, plus one-safety-timer
+REPLICA_BASELINE_3_PATCH = "replica-baseline-3"  # baseline 2, plus one-safety-timer and timer-judged-deadlines
 
 
 class PatchSet:

@@ -143,7 +143,11 @@ REPLICA_BASELINE = frozenset({
     CACHED_OBSERVE_PATCH, ACTIVITY_HEARTBEATS_PATCH, LOCAL_ACTIVITIES_PATCH, ROUND_BEFORE_HANDOVER_PATCH,
 })
 REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}
-REPLICA_BASELINE_3 = REPLICA_BASELINE_2 | {ONE_SAFETY_TIMER_PATCH, TIMER_JUDGED_PATCH}  # new runs: REPLICA_BASELINE_3_PATCH
+REPLICA_BASELINE_3 = REPLICA_BASELINE_2 | {ONE_SAFETY_TIMER_PATCH, TIMER_JUDGED_PATCH}
+# Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
+# the first); worker/history_activities.patches_in reads histories by the same table.
+REPLICA_BASELINES = ((REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
+                     (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
 
 
 class _Failed(Exception):
@@ -159,9 +163,7 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
-        self._patched = PatchSet((REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3),  # workflows/patches.py
-                                 (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
-                                 (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
+        self._patched = PatchSet(*REPLICA_BASELINES)  # workflows/patches.py
         self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
         self._nudges = Nudges()  # when to look again (workflows/nudges.py); what it carries is in self.state.nudges
         self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
@@ -354,26 +356,26 @@ class ReplicaWorkflow:
     async def _wait(self) -> None:
         timeout: timedelta | None = self.input.safety_resync
         summary = "safety resync"
-        resync_only = True  # no deadline, no retry: only the safety resync bounds this wait
         fires_for: tuple[str, datetime] | None = None  # the deadline this wait's timer is for (TIMER_JUDGED_PATCH)
         deadlines = presentation.deadline_statuses(self._evaluation) if self._evaluation else ()
         if self._retry_after is not None:
-            timeout, summary, resync_only = self._retry_after, "retry after a failed activity", False
+            timeout, summary = self._retry_after, "retry after a failed activity"
         elif deadlines and not self.state.paused and not self._held:
-            timeout, resync_only = self._until(deadlines[0].due_at), False
+            timeout = self._until(deadlines[0].due_at)
             summary, fires_for = presentation.timer_summary(deadlines), ("deadline", deadlines[0].due_at)
         elif deadlines and self._patched(HELD_DEADLINES_PATCH):
             # Paused or invalid: nothing is acted on, but a round when the deadline passes moves it from pending
             # to due-and-held, so status never shows an expired deadline as pending.
-            timeout, resync_only = self._until(deadlines[0].due_at), False
+            timeout = self._until(deadlines[0].due_at)
             summary = "held, look again when due: " + presentation.timer_summary(deadlines)
             fires_for = ("deadline", deadlines[0].due_at)
         if self._retry_after is None and self._rollout.due is not None:
             until = self._until(self._rollout.due)
             if timeout is None or until < timeout:
-                timeout, summary, resync_only = until + timedelta(seconds=1), "rolling update progressDeadline", False
+                timeout, summary = until + timedelta(seconds=1), "rolling update progressDeadline"
                 fires_for = ("progress", self._rollout.due)
-        if resync_only and self._one_safety_timer:
+        # No retry and no deadline: only the safety resync bounds this wait.
+        if self._retry_after is None and fires_for is None and self._one_safety_timer:
             self._arm_safety_timer()
             timeout = None  # the running safety timer ends this wait (woken), no timer of its own
         # After a failed round only a new control request cuts the back-off short (a request still queued from
