@@ -345,3 +345,45 @@ def test_a_deletion_seen_after_the_histories_were_read_waits_for_a_later_check()
     assert deferred.violations == [] and deferred.counts["pclq_deletions_seen"] == 0
     judged = invariants.exactly_once(digest, {}, [], {}, {"u1": record}, set(), True, histories_read_at=6.0)
     assert [v.key.split("/")[0] for v in judged.violations] == ["unexplained"]
+
+
+def test_a_pod_the_pod_gc_removed_just_before_the_step_is_not_the_rollouts() -> None:
+    """Fault run seed 14 round 1 (2a5cbb9): replica 1 was recreated and its worker pods are not Ready yet; the pod GC
+    removes replica 2's worker-1 with its lost node at 11.1 s; ensure brings it back (not Ready) and the step read at
+    11.6 s recreates replica 2 as unavailable, outside the budget, scheduled at 12.06 s. The GC's deletion came before
+    the step was scheduled, so it is not the rollout's and replica 2 costs nothing: one unit down, not two."""
+    w = "avail-0-prefill-{}-worker-{}"
+    stream = [(1, "ADDED", pod(w.format(1, 0), "x0", **_group(1))), (1, "ADDED", pod(w.format(1, 1), "x1", **_group(1))),
+              (1, "ADDED", pod(w.format(2, 0), "y0", **_group(2))), (1, "ADDED", pod(w.format(2, 1), "y1", **_group(2))),
+              # an earlier step took replica 1 down (its new pods are not Ready before 12.5 s)
+              (5, "MODIFIED", pod(w.format(1, 0), "x0", deleting=True, **_group(1))),
+              (5, "MODIFIED", pod(w.format(1, 1), "x1", deleting=True, **_group(1))),
+              (6, "DELETED", pod(w.format(1, 0), "x0", deleting=True, **_group(1))),
+              (6, "DELETED", pod(w.format(1, 1), "x1", deleting=True, **_group(1))),
+              (11.1, "MODIFIED", pod(w.format(2, 1), "y1", deleting=True, **_group(2))),  # the pod GC
+              (11.1, "DELETED", pod(w.format(2, 1), "y1", deleting=True, **_group(2))),
+              (11.8, "ADDED", recreated(pod(w.format(1, 0), "n0", ready=False, hash_="new", **_group(1)))),
+              (11.8, "ADDED", recreated(pod(w.format(1, 1), "n1", ready=False, hash_="new", **_group(1)))),
+              (11.8, "ADDED", pod(w.format(2, 1), "y2", ready=False, **_group(2))),  # ensure, old template
+              (12.1, "MODIFIED", pod(w.format(2, 0), "y0", deleting=True, **_group(2))),
+              (12.1, "MODIFIED", pod(w.format(2, 1), "y2", ready=False, deleting=True, **_group(2))),
+              (12.5, "MODIFIED", recreated(pod(w.format(1, 0), "n0", hash_="new", **_group(1)))),
+              (12.5, "MODIFIED", recreated(pod(w.format(1, 1), "n1", hash_="new", **_group(1)))),
+              (13, "ADDED", recreated(pod(w.format(2, 0), "m0", hash_="new", **_group(2)))),
+              (13, "ADDED", recreated(pod(w.format(2, 1), "m1", hash_="new", **_group(2))))]
+    first = RecreateCall("wf", "run", 1, datetime.fromtimestamp(4.9, UTC),
+                         recreate(cliques={"avail-0-prefill-1-worker": "pclq-avail-0-prefill-1-worker-0"}),
+                         datetime.fromtimestamp(4.8, UTC))
+    second = RecreateCall("wf", "run", 2, datetime.fromtimestamp(12.06, UTC),
+                          recreate(cliques={"avail-0-prefill-2-worker": "pclq-avail-0-prefill-2-worker-0"}),
+                          datetime.fromtimestamp(11.6, UTC))
+    digest = {("avail", 0): WorkflowDigest("wf", [RunDigest("run", None, False, recreations=[first, second])])}
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*stream), digest)
+    assert found.violations == [] and found.counts["rollout_max_units_down"] == 1
+    # had replica 2 been whole when the step was decided, picking it with replica 1 still down breaks the budget
+    whole = [s for s in stream if s[2].uid not in ("y1", "y2")]
+    whole += [(1, "ADDED", pod(w.format(2, 1), "y1", **_group(2))),
+              (12.1, "MODIFIED", pod(w.format(2, 1), "y1", deleting=True, **_group(2)))]
+    whole.sort(key=lambda s: s[0])
+    found = rollout_invariants.rollout_budget_and_once(_pcsg_stream(*whole), digest)
+    assert {v.invariant for v in found.violations} == {rollout_invariants.ROLLOUT_BUDGET}
