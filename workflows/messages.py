@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -16,7 +17,7 @@ from grove.rollout import RolloutSpec
 from grove.termination import Scope
 from grove.topology import ReplicaTopology
 from workflows.contract import replica_workflow_id
-from workflows.rollout_messages import ReplicaRolloutCarry, RolloutView
+from workflows.rollout_messages import ReplicaRolloutCarry, RolloutView, carried
 from workflows.signals import SIGNALS_PER_RUN, UPDATES_PER_RUN
 
 
@@ -300,7 +301,8 @@ class ReplicaState(BaseModel):
     """The replica workflow's durable state: the one object continue-as-new carries, whole (payload key `carry`).
 
     Mutable, unlike the messages: the workflow updates it in place. Fields are added with defaults, so a run
-    started by older code continues on newer code."""
+    started by older code continues on newer code; and a run started by newer code continues on older code, which
+    drops the fields it does not know (`carried`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -334,7 +336,7 @@ class ReplicaState(BaseModel):
 
 class ReplicaInput(Message):
     ref: ReplicaRef
-    carry: ReplicaState | None = None
+    carry: Annotated[ReplicaState | None, carried(ReplicaState)] = None
     safety_resync: timedelta = Field(
         default=timedelta(hours=6),
         description="re-read even without a nudge after this long (the watcher's resync is the main path)",

@@ -4,10 +4,25 @@ rollout activities and the CLI. Small pydantic models, stored in history; no Kub
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from grove.rollout import ProgressMark, ReplicaRollout
+
+
+def carried(model: type[BaseModel]) -> BeforeValidator:
+    """Read a state that continue-as-new carried, ignoring fields this code does not know, at every depth.
+
+    A run begun by a newer worker carries fields an older one lacks (during a rollback or a mixed-version rollout);
+    rejecting them would fail the run's first workflow task until a newer worker takes it. Messages stay strict:
+    this applies only to carried state, which only workflows write. Fields added to a carry have defaults, so the
+    newer code reads them back as not yet known."""
+
+    def read(value: Any) -> Any:
+        return model.model_validate(value, extra="ignore") if isinstance(value, dict) else value
+
+    return BeforeValidator(read)
 
 
 class Message(BaseModel):
@@ -112,7 +127,7 @@ class RolloutState(Message):
 
 class RolloutInput(Message):
     ref: PcsRef
-    state: RolloutState | None = None
+    state: Annotated[RolloutState | None, carried(RolloutState)] = None
     idle_resync: timedelta = timedelta(minutes=10)
     active_resync: timedelta = timedelta(seconds=30)
     history_event_limit: int = 5_000

@@ -46,3 +46,45 @@ def test_continue_as_new_carries_what_the_run_was_nudged_about_and_had_not_read(
     carried = wf._next_input().carry
     assert carried is not None
     assert carried.nudges == NudgeCarry(unread={"PodClique": 10450}, floor={"PodClique": 10414}, fresh=False)
+
+
+def test_a_carry_from_newer_code_is_read_without_the_fields_this_code_does_not_know() -> None:
+    """A worker rollback: the run was begun by a newer worker whose ReplicaState (and RolloutState) gained fields,
+    at the top and deeper down. Read through the worker's own data converter, the known fields survive and the
+    unknown ones are dropped, instead of failing the run's first workflow task."""
+    import json
+
+    from temporalio.api.common.v1 import Payload
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from workflows.messages import NudgeCarry
+    from workflows.rollout_messages import RolloutInput
+
+    state = ReplicaState(paused=True, incarnation=3, nudges=NudgeCarry(unread={"Pod": 7}), runs=2)
+    wire = json.loads(ReplicaInput(ref=REF, carry=state).model_dump_json())
+    wire["carry"]["added_later"] = {"x": 1}
+    wire["carry"]["nudges"]["added_later_too"] = True
+    wire["carry"]["memory"]["and_deeper"] = []
+    converter = pydantic_data_converter.payload_converter
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(wire).encode())
+    read = converter.from_payload(payload, ReplicaInput)
+    assert read.carry == state
+
+    rollout = json.loads(RolloutInput(ref={"namespace": "ns", "pcs": "p", "pcs_uid": "uid"},
+                                      state={"target_hash": "h", "seq": 4}).model_dump_json())
+    rollout["state"]["added_later"] = 1
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(rollout).encode())
+    assert converter.from_payload(payload, RolloutInput).state.seq == 4
+
+
+def test_messages_stay_strict_about_fields_they_do_not_know() -> None:
+    """Only carried state is read leniently: a signal or an input field nobody knows is still refused by name."""
+    import pytest
+    from pydantic import ValidationError
+
+    from workflows.messages import Nudge
+
+    with pytest.raises(ValidationError, match="sent_at_typo"):
+        Nudge.model_validate({"sent_at": "2026-11-26T00:00:00Z", "sent_at_typo": 1})
+    with pytest.raises(ValidationError, match="carry_typo"):
+        ReplicaInput.model_validate({"ref": REF.model_dump(), "carry_typo": {}})
