@@ -15,7 +15,13 @@ nudge_versions.py). Under VERSIONED_NUDGES_PATCH those decide alone: it calls fo
 is past what the observation in force read of that kind. No clock enters that decision, so a watcher whose clock is
 behind the activity worker's (another node, two worker replicas) never has a change taken as already seen.
 
-Deterministic (workflow code): no I/O, no clock; the one patch call is made where the class used to make it.
+A read from a watch cache must also have reached every version a nudge ever stood for, read or not (under
+NUDGED_FLOOR_PATCH): those are watch events, so every healthy cache reaches them, and a cache that has not is behind
+what an earlier read already saw. Without it, a read from the apiserver answered a nudge, and the next read came from
+another worker's cache that was cut off from kube-apiserver and older than that read: it showed a breached PodClique
+whole again, and the termination it was counting down to never came (fault run seed 14 on b82dc7c, round 42).
+
+Deterministic (workflow code): no I/O, no clock; the patch calls are made where the class used to make them.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
 TIMED_NUDGES_PATCH = "timed-nudges"
 # Nudges that carry resourceVersions are judged by them, not by the clock.
 VERSIONED_NUDGES_PATCH = "versioned-nudges"
+# A read from a watch cache must have reached every nudged version, not only the unread ones.
+NUDGED_FLOOR_PATCH = "nudged-cache-floor"
 
 
 class Nudges:
@@ -41,6 +49,7 @@ class Nudges:
         self.sent_at: datetime | None = None  # the latest timed nudge
         self.observed_from: datetime | None = None  # when the latest observation began (activity clock)
         self.versioned = False  # decided once per run, by VERSIONED_NUDGES_PATCH
+        self.nudged_floor = False  # decided once per run, by NUDGED_FLOOR_PATCH
         self.versions: dict[str, int] = {}  # kind -> newest resourceVersion a versioned nudge stood for
         self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
         self.untimed = False  # an untimed nudge arrived since the last read from the apiserver
@@ -53,6 +62,7 @@ class Nudges:
         histories)? Asked in this order, always: a history recorded before the versioned path replays unchanged."""
         self.timed = patched(TIMED_NUDGES_PATCH)
         self.versioned = self.timed and patched(VERSIONED_NUDGES_PATCH)
+        self.nudged_floor = self.versioned and patched(NUDGED_FLOOR_PATCH)
 
     def received(self, nudge: Nudge | None) -> None:
         if nudge is None or not self.timed:
@@ -86,16 +96,23 @@ class Nudges:
                 if version > self.read_versions.get(kind, -1)}
 
     def cache_at_least(self) -> dict[str, int]:
-        """What a read from a watch cache must have reached: every unread nudge, and no older than any earlier read
-        from a cache (never from the apiserver: a LIST's version is the store's, past what a watch of one kind may
-        ever deliver)."""
-        floor = dict(self.cache_floor)
+        """What a read from a watch cache must have reached: every unread nudge (every nudge at all, under
+        NUDGED_FLOOR_PATCH), and no older than any earlier read from a cache (never from the apiserver: a LIST's
+        version is the store's, past what a watch of one kind may ever deliver)."""
+        floor = self._floor()
         for kind, version in self.unread_versions().items():
             floor[kind] = max(version, floor.get(kind, version))
         return floor
 
+    def _floor(self) -> dict[str, int]:
+        floor = dict(self.cache_floor)
+        if self.nudged_floor:
+            for kind, version in self.versions.items():
+                floor[kind] = max(version, floor.get(kind, version))
+        return floor
+
     def carry(self) -> NudgeCarry:
-        return NudgeCarry(unread=self.unread_versions(), floor=dict(self.cache_floor), fresh=self.fresh_needed())
+        return NudgeCarry(unread=self.unread_versions(), floor=self._floor(), fresh=self.fresh_needed())
 
     def resume(self, carried: NudgeCarry) -> bool:
         """Take over what the previous run handed on; returns whether the first read must be from the apiserver."""

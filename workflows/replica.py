@@ -78,10 +78,11 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
-    from workflows.nudges import TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, Nudges
+    from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, Nudges
     from workflows.patches import (
         REPLICA_BASELINE_2_PATCH,
         REPLICA_BASELINE_3_PATCH,
+        REPLICA_BASELINE_4_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -100,8 +101,8 @@ LOCAL_RETRY_THRESHOLD = timedelta(seconds=2)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
 # Patches: each names one change to the commands this workflow issues (docs/architecture.md, "Upgrading the workflow safely").
-# Also: TIMED_NUDGES_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH (workflows/signals.py), ROLLOUT_PATCH
-# (workflows/replica_rollout.py).
+# Also: TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH and NUDGED_FLOOR_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH
+# (workflows/signals.py), ROLLOUT_PATCH (workflows/replica_rollout.py).
 BREACH_EVENTS_PATCH = "breach-events"
 # Startup order (DESIGN §4.10): pods waiting for the cliques they start after are started by a new activity.
 STARTUP_ORDER_PATCH = "startup-order"
@@ -144,9 +145,11 @@ REPLICA_BASELINE = frozenset({
 })
 REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}
 REPLICA_BASELINE_3 = REPLICA_BASELINE_2 | {ONE_SAFETY_TIMER_PATCH, TIMER_JUDGED_PATCH}
+REPLICA_BASELINE_4 = REPLICA_BASELINE_3 | {NUDGED_FLOOR_PATCH}
 # Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
 # the first); worker/history_activities.patches_in reads histories by the same table.
-REPLICA_BASELINES = ((REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
+REPLICA_BASELINES = ((REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4), (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3),
+                     (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
                      (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
 
 

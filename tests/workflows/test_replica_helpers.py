@@ -108,8 +108,26 @@ def test_a_read_from_a_watch_cache_is_never_older_than_an_earlier_one() -> None:
     nudges.received(Nudge(sent_at=T0, versions={"Pod": 120}))
     assert nudges.cache_at_least() == {"Pod": 120, "PodClique": 90}
     nudges.observed(_read(T0, Pod=5000, PodClique=5000), None)  # from the apiserver: a LIST's version sets no floor
-    assert nudges.cache_at_least() == {"Pod": 100, "PodClique": 90}
+    assert nudges.cache_at_least() == {"Pod": 100, "PodClique": 90}, "a run begun before NUDGED_FLOOR_PATCH"
     assert nudges.unread_versions() == {}, "the old protocol's at_least, kept for what it still serves"
+
+
+def test_a_read_from_a_watch_cache_is_never_older_than_a_nudge_an_earlier_read_answered() -> None:
+    """Fault run seed 14 on b82dc7c, round 42: nudges for Pod 17554 and 17560 (a worker pod turned NotReady) were
+    answered by a read from the apiserver (Pod 17571): a breach, and a 0.9 s timer. When it fired, the next read
+    came from the other worker's cache, cut off from kube-apiserver at Pod 17444: the pod Ready again, the breach
+    healed, and no termination. Every nudged version now bounds reads from a cache, answered or not."""
+    nudges = Nudges()
+    nudges.timed, nudges.versioned, nudges.nudged_floor, nudges.look_again = True, True, True, False
+    nudges.observed(_cached(Pod=17335, PodClique=17344), None)
+    nudges.received(Nudge(sent_at=T0, versions={"Pod": 17554}))
+    nudges.received(Nudge(sent_at=T0, versions={"Pod": 17560}))
+    nudges.observed(_read(T0, Pod=17571, PodClique=17571), None)  # the apiserver answers both nudges
+    assert not nudges.due() and nudges.unread_versions() == {}
+    assert nudges.cache_at_least() == {"Pod": 17560, "PodClique": 17344}, "a cache at Pod 17444 must refuse"
+    assert nudges.carry().floor == {"Pod": 17560, "PodClique": 17344}, "and so must the next run's first read"
+    nudges.observed(_cached(Pod=17600, PodClique=17350), None)
+    assert nudges.cache_at_least() == {"Pod": 17600, "PodClique": 17350}
 
 
 def test_continue_as_new_hands_unread_nudges_and_the_floor_to_the_next_run() -> None:
