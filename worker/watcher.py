@@ -111,7 +111,7 @@ TOUCHED_PRUNE_AT = 20_000
 
 
 def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
-    """One nudge standing for both: None (no versions: judged by the clock) if either has none."""
+    """One nudge standing for both: None (no versions: a read from the apiserver answers it) if either has none."""
     if first is None or second is None:
         return None
     return {kind: max(first.get(kind, 0), second.get(kind, 0)) for kind in first.keys() | second.keys()}
@@ -141,7 +141,7 @@ class Nudger:
         self.failing_since: float | None = None  # monotonic: the first failed send since the last one that worked
 
     def request(self, workflow_id: str, versions: Versions | None = None) -> None:
-        """Nudge `workflow_id` for watch events at `versions` (None: an event without one, judged by the clock)."""
+        """Nudge `workflow_id` for watch events at `versions` (None: an event without one, answered only by a read from the apiserver)."""
         if workflow_id in self._pending:
             versions = _merged(self._pending[workflow_id], versions)
         self._pending[workflow_id] = versions
@@ -327,8 +327,9 @@ class Watcher:
             return
         # An item of a (re)list is relevant against what this process remembered from an earlier term, not because
         # it just changed: a change made and undone meanwhile (scaled 2 -> 4 -> 2 while another worker led) leaves
-        # only old resourceVersions behind, which the workflow's last read already covers. Such nudges go by the
-        # clock, as before versions existed (fault run seed 42, round 3: surplus pods left for minutes).
+        # only old resourceVersions behind, which the workflow's last read already covers. Such nudges carry no
+        # versions: the workflow reads the apiserver for them (fault run seed 42, round 3: surplus pods left for
+        # minutes). Runs begun before replica-baseline-5 judge them by this process's clock (workflows/nudges.py).
         versions = None if listed else _versions_of(feed.resource, obj)
         if feed is self.pcs_feed:
             self._pcs_changed(key, obj, previous[1] if previous else None, versions)

@@ -21,6 +21,14 @@ what an earlier read already saw. Without it, a read from the apiserver answered
 another worker's cache that was cut off from kube-apiserver and older than that read: it showed a breached PodClique
 whole again, and the termination it was counting down to never came (fault run seed 14 on b82dc7c, round 42).
 
+A nudge without versions (an item of a relist, the reconciler's nudge to a surplus replica) used to be judged by the
+clock: covered if sent before the observation in force began. Under UNVERSIONED_COUNTED_PATCH no clock decides it:
+it calls for one round, read from the apiserver, and only a read from the apiserver scheduled after the nudge arrived
+answers it. Comparing the watcher's clock with another worker's took a change for seen: the watcher, 30 s behind,
+relisted after an apiserver outage and nudged for a PodClique scaled 2 -> 3 -> 2 meanwhile; its stamp fell before
+the other worker's last read began, and the surplus pod stayed for 3.5 minutes (fault run seed 14 on 3f8d58c,
+round 42).
+
 Deterministic (workflow code): no I/O, no clock; the patch calls are made where the class used to make them.
 """
 
@@ -40,6 +48,8 @@ TIMED_NUDGES_PATCH = "timed-nudges"
 VERSIONED_NUDGES_PATCH = "versioned-nudges"
 # A read from a watch cache must have reached every nudged version, not only the unread ones.
 NUDGED_FLOOR_PATCH = "nudged-cache-floor"
+# A nudge without versions is counted, not timed: one round from the apiserver, whatever its stamp says.
+UNVERSIONED_COUNTED_PATCH = "unversioned-nudges-counted"
 
 
 class Nudges:
@@ -50,6 +60,9 @@ class Nudges:
         self.observed_from: datetime | None = None  # when the latest observation began (activity clock)
         self.versioned = False  # decided once per run, by VERSIONED_NUDGES_PATCH
         self.nudged_floor = False  # decided once per run, by NUDGED_FLOOR_PATCH
+        self.counted = False  # decided once per run, by UNVERSIONED_COUNTED_PATCH
+        self.unversioned = 0  # nudges without versions received this run (that patch)
+        self.unversioned_answered = 0  # how many of them a read from the apiserver scheduled after them answers
         self.versions: dict[str, int] = {}  # kind -> newest resourceVersion a versioned nudge stood for
         self.read_versions: dict[str, int] = {}  # kind -> the resourceVersion the observation in force read up to
         self.untimed = False  # an untimed nudge arrived since the last read from the apiserver
@@ -63,9 +76,13 @@ class Nudges:
         self.timed = patched(TIMED_NUDGES_PATCH)
         self.versioned = self.timed and patched(VERSIONED_NUDGES_PATCH)
         self.nudged_floor = self.versioned and patched(NUDGED_FLOOR_PATCH)
+        self.counted = self.nudged_floor and patched(UNVERSIONED_COUNTED_PATCH)
 
     def received(self, nudge: Nudge | None) -> None:
-        if nudge is None or not self.timed:
+        if self.counted and (nudge is None or not nudge.versions):
+            self.look_again = True
+            self.unversioned += 1
+        elif nudge is None or not self.timed:
             self.look_again = self.untimed = True
         elif nudge.versions and self.versioned:
             for kind, version in nudge.versions.items():
@@ -86,8 +103,14 @@ class Nudges:
 
     def fresh_needed(self) -> bool:
         """A nudge without versions that no read from the apiserver covers yet: one judged by the clock, or an
-        untimed one. A read from the watch cache answers neither (it has no clock, and nothing says what changed)."""
-        return self.untimed or self._clock_pending()
+        untimed one, or (under UNVERSIONED_COUNTED_PATCH) any nudge without versions received since the latest
+        read from the apiserver was scheduled. A read from the watch cache answers none (nothing says what changed)."""
+        return self.untimed or self._clock_pending() or self.unversioned > self.unversioned_answered
+
+    def reading(self) -> int:
+        """Taken when a read is scheduled, handed to `observed`: the nudges without versions that read answers if
+        it is from the apiserver (each arrived before it was scheduled, so its change was already in the store)."""
+        return self.unversioned
 
     def unread_versions(self) -> dict[str, int]:
         """kind -> the newest nudged resourceVersion past what the observation in force read: what a read from the
@@ -125,11 +148,13 @@ class Nudges:
     def due(self) -> bool:
         return self.look_again or self.pending()
 
-    def observed(self, snapshot: ReplicaSnapshot, scheduled_at: datetime | None) -> None:
+    def observed(self, snapshot: ReplicaSnapshot, scheduled_at: datetime | None, reading: int = 0) -> None:
         """Remember when the observation in force began: the activity's own record, else (a snapshot from a worker
-        that predates `read_from`) the workflow time the observe was scheduled, which is before any read."""
+        that predates `read_from`) the workflow time the observe was scheduled, which is before any read.
+        `reading`: what `reading()` said when this read was scheduled."""
         if not snapshot.from_cache:
             self.untimed = False
+            self.unversioned_answered = max(reading, self.unversioned_answered)
         began = snapshot.read_from or scheduled_at
         if began is not None and (self.observed_from is None or began > self.observed_from):
             self.observed_from = began

@@ -78,11 +78,18 @@ with workflow.unsafe.imports_passed_through():
         TerminateResult,
         TerminationRecord,
     )
-    from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, Nudges
+    from workflows.nudges import (
+        NUDGED_FLOOR_PATCH,
+        TIMED_NUDGES_PATCH,
+        UNVERSIONED_COUNTED_PATCH,
+        VERSIONED_NUDGES_PATCH,
+        Nudges,
+    )
     from workflows.patches import (
         REPLICA_BASELINE_2_PATCH,
         REPLICA_BASELINE_3_PATCH,
         REPLICA_BASELINE_4_PATCH,
+        REPLICA_BASELINE_5_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -101,7 +108,7 @@ LOCAL_RETRY_THRESHOLD = timedelta(seconds=2)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
 # Patches: each names one change to the commands this workflow issues (docs/architecture.md, "Upgrading the workflow safely").
-# Also: TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH and NUDGED_FLOOR_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH
+# Also: TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, NUDGED_FLOOR_PATCH and UNVERSIONED_COUNTED_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH
 # (workflows/signals.py), ROLLOUT_PATCH (workflows/replica_rollout.py).
 BREACH_EVENTS_PATCH = "breach-events"
 # Startup order (DESIGN §4.10): pods waiting for the cliques they start after are started by a new activity.
@@ -146,10 +153,11 @@ REPLICA_BASELINE = frozenset({
 REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}
 REPLICA_BASELINE_3 = REPLICA_BASELINE_2 | {ONE_SAFETY_TIMER_PATCH, TIMER_JUDGED_PATCH}
 REPLICA_BASELINE_4 = REPLICA_BASELINE_3 | {NUDGED_FLOOR_PATCH}
+REPLICA_BASELINE_5 = REPLICA_BASELINE_4 | {UNVERSIONED_COUNTED_PATCH}
 # Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
 # the first); worker/history_activities.patches_in reads histories by the same table.
-REPLICA_BASELINES = ((REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4), (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3),
-                     (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
+REPLICA_BASELINES = ((REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
+                     (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
                      (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
 
 
@@ -295,7 +303,7 @@ class ReplicaWorkflow:
     async def _observe(self) -> ReplicaSnapshot:
         """The round's read: from the watch cache when nothing in it may be destructive and every pending nudge
         can be judged by resourceVersion; from the apiserver otherwise (DESIGN §4, issue 17)."""
-        scheduled_at = workflow.now()
+        scheduled_at, reading = workflow.now(), self._nudges.reading()
         if self._cached_reads and self._may_read_cache():
             request = CachedObserveRequest(ref=self.ref, at_least=self._nudges.cache_at_least())
             snapshot = await self._activity(OBSERVE_REPLICA_CACHED, request, ReplicaSnapshot,
@@ -304,7 +312,7 @@ class ReplicaWorkflow:
             snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
         if not snapshot.from_cache:
             self._fresh_next = False
-        self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at)
+        self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
         return snapshot
 
     def _may_read_cache(self) -> bool:
@@ -436,6 +444,7 @@ class ReplicaWorkflow:
         # ever deliver, so a cache could not be waited on to reach it.
         name, arg = ((ENSURE_REPLICA_CACHED, CachedObserveRequest(ref=self.ref, at_least=snapshot.read_versions))
                      if snapshot.from_cache else (ENSURE_REPLICA, self.ref))
+        reading = self._nudges.reading()
         try:
             result = await self._activity(
                 name, arg, EnsureResult, "materialise: " + "; ".join(snapshot.drift)[:200],
@@ -444,7 +453,7 @@ class ReplicaWorkflow:
         except ApplicationError as err:  # became invalid between observe and ensure
             self._problems, self._held = (str(err.message),), True
             return snapshot
-        self._nudges.observed(result.snapshot, None)
+        self._nudges.observed(result.snapshot, None, reading)
         if result.created or result.deleted or result.updated:
             workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
                                  len(result.updated), len(result.deleted), list(result.deleted))

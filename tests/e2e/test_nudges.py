@@ -1,7 +1,7 @@
-"""Timed nudges: whether a nudge brings another round depends on what the history records (when the nudge was sent,
-when the last observation began), never on where in a workflow task the signal happened to be applied. And the
-watcher's nudges carry the resourceVersions of their events, so a watcher whose clock differs from the activity
-worker's (two worker replicas on two nodes) never has a change taken as already seen.
+"""Nudges: whether a nudge brings another round depends on what the history records, never on where in a workflow
+task the signal happened to be applied. The watcher's nudges carry the resourceVersions of their events, and one
+without versions brings a round from the apiserver, so a watcher whose clock differs from the activity worker's
+(two worker replicas on two nodes) never has a change taken as already seen.
 
 Seen in a seeded fault run (round 52, seed 1): after a Temporal restart and a worker kill, one worker applied a
 nudge at a different point of the loop than a later replay did, and the replica workflow failed with a
@@ -25,7 +25,8 @@ from worker.telemetry import client_interceptors
 from worker.watcher import Watcher
 from workflows.contract import NUDGE_SIGNAL
 from workflows.messages import Nudge, Phase
-from workflows.nudges import TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH
+from workflows.nudge_versions import sending
+from workflows.nudges import UNVERSIONED_COUNTED_PATCH, VERSIONED_NUDGES_PATCH
 
 if TYPE_CHECKING:
     from localstack.stack import LocalStack
@@ -48,28 +49,31 @@ async def _quiet(handle: WorkflowHandle, seconds: float = 3.0) -> int:  # type: 
     return last
 
 
-async def test_a_nudge_sent_before_the_last_observation_began_brings_no_round_and_a_later_one_does(
-        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
+async def test_a_nudge_without_versions_brings_one_round_from_the_apiserver_whatever_its_stamp_and_a_seen_one_none(
+        cluster: Cluster, stack: LocalStack, worker_process: WorkerProcess, temporal_client: Client) -> None:
     cluster.apply(pcs_manifest("nudged", cluster.namespace, cliques=[clique("app", 1, 1)]))
     await Replica(temporal_client, cluster, "nudged").wait_phase(Phase.AVAILABLE, timeout=60)
     handle = temporal_client.get_workflow_handle(cluster.workflow_id("nudged", 0))
     history = await handle.fetch_history()
-    assert TIMED_NUDGES_PATCH in patches_in(list(history.events)), "a new workflow takes the timed-nudges path"
+    assert UNVERSIONED_COUNTED_PATCH in patches_in(list(history.events)), "a new workflow counts such nudges"
 
-    # Routine rounds read the watch cache, which has no clock: an untimed nudge makes the next round read the
-    # apiserver, and from then on a nudge judged by the clock is covered if it was sent before that read began.
-    await handle.signal(NUDGE_SIGNAL)
-    await _quiet(handle)
+    # Stamped an hour ago (a watcher whose clock is behind): no stamp is compared with the activity worker's clock.
     before = await _quiet(handle)
     await handle.signal(NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC) - timedelta(hours=1)))
-    assert await _quiet(handle) == before, "a nudge older than the last observation is already covered"
-
-    await handle.signal(NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
     after = await _quiet(handle)
-    assert after == before + 1, f"one round for a fresh nudge: {before} -> {after}"
+    assert after == before + 1, f"one round for a nudge without versions: {before} -> {after}"
+    history = await handle.fetch_history()
+    assert activity_names(list(history.events))[-1] == "observe_replica", "read from the apiserver, not a cache"
 
-    await handle.signal(NUDGE_SIGNAL)  # untimed (an older sender): always one more round
+    await handle.signal(NUDGE_SIGNAL)  # untimed (an older sender): one more round too
     assert await _quiet(handle) == after + 1
+
+    # A nudge whose event the last read already saw brings nothing (versions travel in a header).
+    versioned = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter,
+                                     interceptors=client_interceptors())
+    with sending({"Pod": 1}):
+        await versioned.get_workflow_handle(handle.id).signal(NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+    assert await _quiet(handle) == after + 1, "a nudge for an event already read is covered"
 
 
 async def test_a_watcher_an_hour_behind_the_activity_worker_still_has_every_change_seen(

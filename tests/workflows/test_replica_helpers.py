@@ -158,6 +158,41 @@ def test_continue_as_new_hands_unread_nudges_and_the_floor_to_the_next_run() -> 
     assert Nudges().resume(clocked.carry()) is True, "the next run's first read is from the apiserver"
 
 
+def test_a_nudge_without_versions_is_answered_by_a_read_from_the_apiserver_scheduled_after_it_whatever_its_stamp(
+) -> None:
+    """Fault run seed 14 on 3f8d58c, round 42: the watcher, its clock 30 s behind, relisted after an apiserver outage
+    and nudged for a PodClique scaled 2 -> 3 -> 2 meanwhile (a relisted item has no event version). Its stamp fell
+    before the other worker's last read began, so the nudge was taken as seen and the surplus pod stayed 3.5 min.
+    Under UNVERSIONED_COUNTED_PATCH no stamp is compared: the nudge asks for a round from the apiserver."""
+    nudges = Nudges()
+    nudges.decide_timed(lambda patch: True)
+    assert nudges.counted
+    nudges.look_again = False
+    nudges.observed(_read(T0 + timedelta(seconds=30), Pod=100), T0 + timedelta(seconds=30), nudges.reading())
+    nudges.received(Nudge(sent_at=T0))  # stamped by a clock 30 s behind: before the read in force began
+    assert nudges.due() and nudges.fresh_needed(), "a round, and not from a watch cache"
+    nudges.look_again = False  # the round begins
+    nudges.observed(_cached(Pod=200), None, nudges.reading())
+    assert nudges.fresh_needed(), "a read from a cache says nothing of what changed"
+    in_flight = nudges.reading()  # a read from the apiserver scheduled, and another nudge arrives while it runs
+    nudges.received(None)
+    nudges.observed(_read(T0, Pod=210), T0, in_flight)
+    assert nudges.due() and nudges.fresh_needed(), "that read may have begun before the second change"
+    assert nudges.carry().fresh, "and a run handing over now makes the next one read the apiserver first"
+    nudges.look_again = False
+    nudges.observed(_read(T0, Pod=220), T0, nudges.reading())
+    assert not nudges.due() and not nudges.fresh_needed()
+    nudges.received(Nudge(sent_at=T0, versions={"Pod": 150}))  # versioned nudges keep their path: already read
+    assert not nudges.due()
+
+    older = Nudges()
+    older.decide_timed(lambda patch: patch != "unversioned-nudges-counted")  # a run begun under baseline 4
+    older.look_again = False
+    older.observed(_read(T0 + timedelta(seconds=30), Pod=100), T0 + timedelta(seconds=30), older.reading())
+    older.received(Nudge(sent_at=T0))
+    assert not older.due(), "judged by the clock, as that run's history recorded it"
+
+
 def test_observed_falls_back_to_when_the_observe_was_scheduled() -> None:
     nudges = Nudges()
     nudges.observed(_snapshot(None), T0)

@@ -53,8 +53,8 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
-from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH
-from workflows.patches import REPLICA_BASELINE_4_PATCH
+from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
+from workflows.patches import REPLICA_BASELINE_5_PATCH
 from workflows.replica import ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
@@ -348,8 +348,9 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_4_PATCH.encode() in markers[0].payloads[0].data
-    assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, contract.LOCAL_ACTIVITIES_PATCH} <= patches_in(events)
+    assert len(markers) == 1 and REPLICA_BASELINE_5_PATCH.encode() in markers[0].payloads[0].data
+    assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
+            contract.LOCAL_ACTIVITIES_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert not set(scheduled) & contract.LOCAL_ACTIVITIES, scheduled
