@@ -1,7 +1,7 @@
 """`grove-temporal faults --seed N --rounds K`: a seeded fault run on a fresh local stack (issue 7).
 
 Prints the counts (faults injected by kind, terminations checked, invariant violations) and writes them as JSON to
-fault-results/. Exit code 0 when no invariant was violated, 1 otherwise.
+fault-results/; while it runs, the results so far after every round (`faults-seed<N>-r<K>-progress.json`). Exit code 0 when no invariant was violated, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -56,14 +56,15 @@ def faults(
                                  temporal_down_seconds=(0.0, max_temporal_down),
                                  template_change_probability=template_change_probability, workers=workers,
                                  worker_clock_skew_seconds=worker_clock_skew)
+    options = runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
+                             settle_timeout=settle_timeout, out_dir=out, log=lambda line: typer.echo(line, err=True))
     try:
-        results = runner.run(runner.Options(seed=seed, rounds=rounds, replicas=replicas, settings=settings,
-                                            settle_timeout=settle_timeout, out_dir=out,
-                                            log=lambda line: typer.echo(line, err=True)))
+        results = runner.run(options)
     except runner.PartitionsUnavailable as err:
         raise typer.BadParameter(f"partitions cannot be made on this machine: {err}",
                                  param_hint="--fault-kinds") from err
     typer.echo(runner.render(results))
     typer.echo(f"wrote {runner.write_results(results, out)}")
+    runner.progress_path(options).unlink(missing_ok=True)  # superseded by the file just written
     if results["violations"]:
         raise typer.Exit(1)

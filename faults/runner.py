@@ -176,6 +176,7 @@ class FaultRun:
                          f"{', '.join(s.action for s in steps if s.action in schedule.ALL_FAULT_KINDS)}")
                 await injector.run(steps, time.monotonic())
                 await self._quiet_and_check(index, [s.describe() for s in steps])
+                self._write_progress(time.monotonic() - began)
             self.log("final: waiting for lost nodes' pods to go, then settling")
             await self._wait_lost_pods_gone()
             await self._quiet_and_check(self.options.rounds + 1, ["(final convergence)"])
@@ -561,6 +562,18 @@ class FaultRun:
             await asyncio.sleep(0.5)
 
     # --- results -----------------------------------------------------------------------------------------------------
+    def _write_progress(self, seconds: float) -> None:
+        """The results so far, after every round: a 100-round run takes two hours, and one cut short (the machine's
+        session ended, the stack failed) still leaves its figures. The final file supersedes it."""
+        path = progress_path(self.options)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".tmp")
+            partial.write_text(json.dumps(self._results(seconds), indent=1, default=str) + "\n")
+            partial.replace(path)
+        except OSError as err:  # the run goes on; only the progress file is missing
+            self.log(f"  could not write {path}: {err}")
+
     def _results(self, seconds: float) -> dict[str, Any]:
         by_invariant = Counter(v.invariant for _, v in self.violations.values())
         settles = [r.settle_seconds for r in self.rounds]
@@ -570,6 +583,7 @@ class FaultRun:
             "command": " ".join(["grove-temporal", *sys.argv[1:]]) if sys.argv else "",
             "seed": self.options.seed,
             "rounds": self.options.rounds,
+            "rounds_done": sum(1 for r in self.rounds if r.index <= self.options.rounds),
             "replicas": self.options.replicas,
             "settings": asdict(self.options.settings),
             "settle_timeout_seconds": self.options.settle_timeout,
@@ -618,6 +632,11 @@ def _git_commit() -> str | None:
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def progress_path(options: Options) -> Path:
+    """Where a run in progress keeps its results so far (one per seed and length: a rerun overwrites it)."""
+    return options.out_dir / f"faults-seed{options.seed}-r{options.rounds}-progress.json"
 
 
 def write_results(results: dict[str, Any], out_dir: Path) -> Path:

@@ -10,6 +10,7 @@ from the real objects and the workflow histories; none may be violated. A second
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,8 @@ async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
     runner.write_results(results, tmp_path)
 
     assert results["violations"] == 0, results["violation_details"]
+    progress = json.loads(runner.progress_path(options).read_text())  # written after every round
+    assert progress["rounds_done"] == ROUNDS == results["rounds_done"], progress["rounds_done"]
     assert set(results["faults"]) == set(schedule.FAULT_KINDS), results["faults"]
     assert results["terminations_checked"] > 0
     assert sum(v for k, v in results["hpa_scale_writes"].items() if not k.startswith("skipped")) >= 2 * ROUNDS - 2
