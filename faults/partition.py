@@ -62,7 +62,8 @@ class Partitions:
         if os.geteuid() != 0:
             return "needs root (iptables, cgroups)"
         if shutil.which("iptables") is None:
-            return "iptables is not installed"
+            return ("iptables is not installed (`make containers` installs it with Debian's docker.io; or "
+                    "`apt-get install iptables`)")
         probe = self.cgroup("probe")
         try:
             (self.root / probe).mkdir(parents=True, exist_ok=True)
