@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from activities.backend import detect
-from bench import direct, floor, replicas
+from bench import direct, floor, replicas, temporal_floor
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
@@ -39,9 +39,14 @@ async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), 
     for size in sizes:
         async with clusters.cluster(pods=2 * size * pods_per_replica) as cluster:
             floor_result = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica, timeout)
+            orchestrated = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout)
             result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
             result["floor"] = floor_result
+            result["temporal_floor"] = orchestrated
             result["all_released_vs_floor"] = ratio(result["all_released_s"], floor_result["all_released_s"])
+            result["all_released_vs_temporal_floor"] = ratio(result["all_released_s"], orchestrated["all_released_s"])
+            orchestrated["all_released_vs_floor"] = ratio(orchestrated["all_released_s"],
+                                                          floor_result["all_released_s"])
             results.append(result)
     targets = {f"all_released_le_{TARGET_RATIO:g}x_floor_at_{r['replicas']}": r["all_released_vs_floor"] <= TARGET_RATIO
                for r in results if r["replicas"] == TARGET_SIZE and r["all_released_vs_floor"] is not None}
@@ -75,6 +80,41 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
     return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
             "all_released_s": round(t_released - t0, 2),
             "kube_requests_per_replica": round((requests + pods_total) / size, 2)}  # + one gate patch per pod
+
+
+async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int,
+                          timeout: float) -> dict[str, Any]:
+    """The same replicas, each made by one minimal workflow of one activity (bench/temporal_floor.py): what one
+    workflow per replica costs on this Temporal server at the least."""
+    namespace = cluster.namespace(f"b3-tfloor-{size}")
+    backend = detect(cluster.kube, "auto").default
+    proc = floor.start(cluster.stack.kubeconfig, namespace, replicas.BASE_PODS[pods_per_replica],
+                       cluster.log_dir / f"temporal-floor-{namespace}.log")
+    fleet = replicas.plan(namespace, size, per_pcs, pods_per_replica)
+    pods_total = size * pods_per_replica
+    component_cpu = cluster.stack_cpu()
+    try:
+        with Observer(cluster.kube, [namespace]) as observer:
+            t0 = time.time()
+            created = replicas.create_all(cluster, fleet)
+
+            def released(within: float) -> float:
+                def all_released() -> bool:
+                    pods = live_pods(observer, namespace)
+                    return len(pods) >= pods_total and all(not p.state["gated"] for p in pods)
+                return observer.wait(all_released, within, f"temporal floor: {pods_total} pods released", 0.25)
+
+            result = await temporal_floor.run_all(cluster.client, cluster.kube, created, backend, FLOOR_THREADS,
+                                                  released, timeout)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    began = result.pop("t0")
+    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+    result.update(backend=backend, all_released_s=round(result["all_released_s"] + (began - t0), 2),
+                  kube_requests_per_replica=round((len(created) + result.pop("requests") + pods_total) / size, 2),
+                  stack_cpu_s=stack_cpu)
+    return result
 
 
 async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float,

@@ -81,6 +81,10 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         floor = size["floor"]  # the direct client on the same stack, just before
         assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
         assert floor["kube_requests_per_replica"] >= 6  # Service, PodClique, PodGang, pod, refs, gate (+ PCS)
+        orchestrated = size["temporal_floor"]  # the same work, one minimal workflow of one activity per replica
+        assert orchestrated["workflows"] == size["replicas"] and orchestrated["all_released_s"] > 0
+        assert orchestrated["kube_requests_per_replica"] == floor["kube_requests_per_replica"]
+        assert orchestrated["history_events_per_replica"] == 11  # started, 2 workflow tasks, 1 activity, completed
     (growth,) = results["growth"]
     assert growth["size_ratio"] == 2.0
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]

@@ -1,0 +1,87 @@
+"""B3's second floor: the direct client's work, orchestrated by Temporal at the least cost one workflow per replica
+can have (issue 17).
+
+The first floor (bench/direct.py) has no Temporal at all, so it cannot tell what part of the gap between the product
+and it is the architecture's (one durable workflow per replica on this Temporal server) and what part is the
+product's own. Here every replica gets one workflow that runs one activity, and that activity is the direct client's
+`materialise` for the replica (the same creates, nothing read back); the gates are removed by the same pod watch
+process (bench/floor.py). Nothing else: no observation, no status writes, no signals, no timers. So per replica it
+costs Temporal one workflow start, two workflow tasks and one activity, 11 history events.
+
+The worker runs in the bench process on FLOOR_THREADS activity threads, the same as the direct floor's pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity, workflow
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from activities.kubeapi import JSON, Kube
+from bench import direct
+from bench.sampling import history_lengths
+
+START_CONCURRENCY = 64  # workflow starts in flight at once, as a reconciler with a semaphore would
+
+
+class FloorJob(BaseModel):
+    pcs: dict[str, Any]  # the created PodCliqueSet, as the apiserver returned it
+    replica: int
+    backend: str
+
+
+@workflow.defn(name="BenchFloorReplica")
+class FloorReplicaWorkflow:
+    @workflow.run
+    async def run(self, job: FloorJob) -> int:
+        return await workflow.execute_activity(
+            "bench_floor_materialise", job, start_to_close_timeout=timedelta(minutes=10), result_type=int)
+
+
+class _Materialise:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    @activity.defn(name="bench_floor_materialise")
+    def materialise(self, job: FloorJob) -> int:
+        return direct.materialise(self.kube, job.pcs, job.replica, job.backend)
+
+
+async def run_all(client: Any, kube: Kube, created: list[JSON], backend: str, threads: int,
+                  released: Any, timeout: float) -> dict[str, Any]:
+    """Start one floor workflow per replica of `created` and wait until `released()` (a blocking predicate wait,
+    run in a thread); returns the timings, the requests made and the history events per workflow."""
+    task_queue = f"bench-floor-{uuid.uuid4().hex[:6]}"
+    jobs = [FloorJob(pcs=obj, replica=i, backend=backend)
+            for obj in created for i in range(int(obj["spec"]["replicas"]))]
+    ids = [f"bench-floor/{obj['metadata']['namespace']}/{obj['metadata']['name']}/{job.replica}"
+           for obj, job in zip((o for o in created for _ in range(int(o["spec"]["replicas"]))), jobs, strict=True)]
+    with ThreadPoolExecutor(threads) as pool:
+        async with Worker(client, task_queue=task_queue, workflows=[FloorReplicaWorkflow],
+                          activities=[_Materialise(kube).materialise], activity_executor=pool,
+                          max_concurrent_activities=threads, workflow_runner=UnsandboxedWorkflowRunner()):
+            gate = asyncio.Semaphore(START_CONCURRENCY)
+
+            async def start(workflow_id: str, job: FloorJob) -> Any:
+                async with gate:
+                    return await client.start_workflow(FloorReplicaWorkflow.run, job, id=workflow_id,
+                                                       task_queue=task_queue)
+
+            t0 = time.time()
+            handles = await asyncio.gather(*(start(wid, job) for wid, job in zip(ids, jobs, strict=True)))
+            t_started = time.time()
+            t_released = await asyncio.to_thread(released, timeout)
+            requests = sum(await asyncio.gather(*(h.result() for h in handles)))
+            t_done = time.time()
+    lengths = await history_lengths(client, ids)
+    return {"threads": threads, "start_concurrency": START_CONCURRENCY, "workflows": len(jobs),
+            "t0": t0, "starts_s": round(t_started - t0, 2), "all_released_s": round(t_released - t0, 2),
+            "all_workflows_done_s": round(t_done - t0, 2), "requests": requests,
+            "history_events_per_replica": round(sum(lengths.values()) / max(1, len(lengths)), 1)}
