@@ -11,6 +11,10 @@ The floor (issue 17) runs first on each size's stack, in a namespace of its own,
 starts: bench/direct.py creates the same PodCliqueSets and every replica's objects from the product's own plan and
 manifests on 8 threads, and bench/floor.py (its own process, one pod watch) removes each gate. Its objects stay
 while the product runs, which weighs on the product's side, never the floor's.
+
+A second floor follows it (bench/temporal_floor.py): the same work, each replica's creates run as the one activity
+of one minimal workflow. Between the two floors lies what one workflow per replica costs on this Temporal server at
+the least; between it and the product, what the product adds (observation, status, signals, timers).
 """
 
 from __future__ import annotations
