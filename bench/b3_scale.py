@@ -30,7 +30,6 @@ from bench.observer import Observer
 from bench.profile import Profiler
 from bench.sampling import Delta, Reading, history_lengths, wait_quiet
 from bench.stats import ratio, summary
-from bench.workload import live_pods
 
 MIB = 1024 * 1024
 FLOOR_THREADS = 8
@@ -72,12 +71,8 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
             created = replicas.create_all(cluster, fleet)
             requests = len(created) + direct.materialise_all(cluster.kube, created, backend, FLOOR_THREADS)
             t_created = time.time()
-
-            def released() -> bool:
-                pods = live_pods(observer, namespace)
-                return len(pods) >= pods_total and all(not p.state["gated"] for p in pods)
-
-            t_released = observer.wait(released, timeout, f"floor: {pods_total} pods released", 0.25)
+            t_released = observer.wait(replicas.all_released(observer, namespace, pods_total), timeout,
+                                       f"floor: {pods_total} pods released", 0.25)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -103,10 +98,8 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
             created = replicas.create_all(cluster, fleet)
 
             def released(within: float) -> float:
-                def all_released() -> bool:
-                    pods = live_pods(observer, namespace)
-                    return len(pods) >= pods_total and all(not p.state["gated"] for p in pods)
-                return observer.wait(all_released, within, f"temporal floor: {pods_total} pods released", 0.25)
+                return observer.wait(replicas.all_released(observer, namespace, pods_total), within,
+                                     f"temporal floor: {pods_total} pods released", 0.25)
 
             result = await temporal_floor.run_all(cluster.client, cluster.kube, created, backend, FLOOR_THREADS,
                                                   released, timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from activities.kubeapi import JSON
@@ -55,13 +56,18 @@ def create_all(cluster: BenchCluster, fleet: Fleet) -> list[JSON]:
     return [create(cluster.kube, manifest(fleet, pcs, count)) for pcs, count in fleet.counts.items()]
 
 
+def all_released(observer: Observer, namespace: str, pods_total: int) -> Callable[[], bool]:
+    """A predicate for `observer.wait`: `pods_total` live pods in `namespace`, none of them gated."""
+    def released() -> bool:
+        pods = live_pods(observer, namespace)
+        return len(pods) >= pods_total and all(not p.state["gated"] for p in pods)
+    return released
+
+
 async def settle(observer: Observer, fleet: Fleet, timeout: float) -> tuple[float, float, float]:
     """Wait until every pod is released, every pod Ready, every PodClique mirrored Ready; returns those moments."""
     ns, n = fleet.namespace, fleet.replicas * fleet.pods_per_replica
-
-    def released() -> bool:
-        pods = live_pods(observer, ns)
-        return len(pods) >= n and all(not p.state["gated"] for p in pods)
+    released = all_released(observer, ns, n)
 
     def ready() -> bool:
         pods = live_pods(observer, ns)
