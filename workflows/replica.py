@@ -108,8 +108,8 @@ LOCAL_RETRY_THRESHOLD = timedelta(seconds=2)
 RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
 # Patches: each names one change to the commands this workflow issues (docs/architecture.md, "Upgrading the workflow safely").
-# Also: TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, NUDGED_FLOOR_PATCH and UNVERSIONED_COUNTED_PATCH (workflows/nudges.py), SIGNAL_BUDGET_PATCH
-# (workflows/signals.py), ROLLOUT_PATCH (workflows/replica_rollout.py).
+# Also: TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, NUDGED_FLOOR_PATCH and UNVERSIONED_COUNTED_PATCH
+# (workflows/nudges.py), SIGNAL_BUDGET_PATCH (workflows/signals.py), ROLLOUT_PATCH (workflows/replica_rollout.py).
 BREACH_EVENTS_PATCH = "breach-events"
 # Startup order (DESIGN §4.10): pods waiting for the cliques they start after are started by a new activity.
 STARTUP_ORDER_PATCH = "startup-order"
