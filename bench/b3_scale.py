@@ -40,7 +40,8 @@ async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), 
               pods_per_replica: int = 1, timeout: float = 1800.0, profile: bool = False) -> dict[str, Any]:
     results = []
     for size in sizes:
-        async with clusters.cluster(pods=2 * size * pods_per_replica) as cluster:
+        # Room for three sets of pods: both floors' stay while the product runs.
+        async with clusters.cluster(pods=3 * size * pods_per_replica) as cluster:
             floor_result = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica, timeout)
             orchestrated = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout)
             result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
