@@ -20,7 +20,9 @@ the least; between it and the product, what the product adds (observation, statu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from activities.backend import detect
@@ -58,25 +60,33 @@ async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), 
             "targets": targets}
 
 
-def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float) -> dict[str, Any]:
-    """The same replicas made by a direct client (no Temporal), their gates removed from a pod watch."""
-    namespace = cluster.namespace(f"b3-floor-{size}")
-    backend = detect(cluster.kube, "auto").default  # what the product's worker (auto) chooses on this stack
+@contextlib.contextmanager
+def _floor_namespace(cluster: BenchCluster, kind: str, size: int, per_pcs: int,
+                     pods_per_replica: int) -> Iterator[tuple[str, replicas.Fleet, Observer]]:
+    """A floor's own namespace, the gate-removing pod watch process (bench/floor.py) and an observer on it; yields
+    the scheduling backend the product's worker (auto) chooses on this stack, the fleet's plan and the observer."""
+    namespace = cluster.namespace(f"b3-{kind}-{size}")
+    backend = detect(cluster.kube, "auto").default
     proc = floor.start(cluster.stack.kubeconfig, namespace, replicas.BASE_PODS[pods_per_replica],
-                       cluster.log_dir / f"floor-{namespace}.log")
-    fleet = replicas.plan(namespace, size, per_pcs, pods_per_replica)
-    pods_total = size * pods_per_replica
+                       cluster.log_dir / f"{kind}-{namespace}.log")
     try:
         with Observer(cluster.kube, [namespace]) as observer:
-            t0 = time.time()
-            created = replicas.create_all(cluster, fleet)
-            requests = len(created) + direct.materialise_all(cluster.kube, created, backend, FLOOR_THREADS)
-            t_created = time.time()
-            t_released = observer.wait(replicas.all_released(observer, namespace, pods_total), timeout,
-                                       f"floor: {pods_total} pods released", 0.25)
+            yield backend, replicas.plan(namespace, size, per_pcs, pods_per_replica), observer
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float) -> dict[str, Any]:
+    """The same replicas made by a direct client (no Temporal), their gates removed from a pod watch."""
+    with _floor_namespace(cluster, "floor", size, per_pcs, pods_per_replica) as (backend, fleet, observer):
+        pods_total = size * pods_per_replica
+        t0 = time.time()
+        created = replicas.create_all(cluster, fleet)
+        requests = len(created) + direct.materialise_all(cluster.kube, created, backend, FLOOR_THREADS)
+        t_created = time.time()
+        t_released = observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), timeout,
+                                   f"floor: {pods_total} pods released", 0.25)
     return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
             "all_released_s": round(t_released - t0, 2),
             "kube_requests_per_replica": round((requests + pods_total) / size, 2)}  # + one gate patch per pod
@@ -86,27 +96,18 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
                           timeout: float) -> dict[str, Any]:
     """The same replicas, each made by one minimal workflow of one activity (bench/temporal_floor.py): what one
     workflow per replica costs on this Temporal server at the least."""
-    namespace = cluster.namespace(f"b3-tfloor-{size}")
-    backend = detect(cluster.kube, "auto").default
-    proc = floor.start(cluster.stack.kubeconfig, namespace, replicas.BASE_PODS[pods_per_replica],
-                       cluster.log_dir / f"temporal-floor-{namespace}.log")
-    fleet = replicas.plan(namespace, size, per_pcs, pods_per_replica)
-    pods_total = size * pods_per_replica
-    component_cpu = cluster.stack_cpu()
-    try:
-        with Observer(cluster.kube, [namespace]) as observer:
-            t0 = time.time()
-            created = replicas.create_all(cluster, fleet)
+    with _floor_namespace(cluster, "tfloor", size, per_pcs, pods_per_replica) as (backend, fleet, observer):
+        component_cpu = cluster.stack_cpu()
+        pods_total = size * pods_per_replica
+        t0 = time.time()
+        created = replicas.create_all(cluster, fleet)
 
-            def released(within: float) -> float:
-                return observer.wait(replicas.all_released(observer, namespace, pods_total), within,
-                                     f"temporal floor: {pods_total} pods released", 0.25)
+        def released(within: float) -> float:
+            return observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), within,
+                                 f"temporal floor: {pods_total} pods released", 0.25)
 
-            result = await temporal_floor.run_all(cluster.client, cluster.kube, created, backend, FLOOR_THREADS,
-                                                  released, timeout)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        result = await temporal_floor.run_all(cluster.client, cluster.kube, created, backend, FLOOR_THREADS,
+                                              released, timeout)
     began = result.pop("t0")
     stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
     result.update(backend=backend, all_released_s=round(result["all_released_s"] + (began - t0), 2),

@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity, workflow
+from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.kubeapi import JSON, Kube
@@ -54,15 +56,14 @@ class _Materialise:
         return direct.materialise(self.kube, job.pcs, job.replica, job.backend)
 
 
-async def run_all(client: Any, kube: Kube, created: list[JSON], backend: str, threads: int,
-                  released: Any, timeout: float) -> dict[str, Any]:
+async def run_all(client: Client, kube: Kube, created: list[JSON], backend: str, threads: int,
+                  released: Callable[[float], float], timeout: float) -> dict[str, Any]:
     """Start one floor workflow per replica of `created` and wait until `released()` (a blocking predicate wait,
     run in a thread); returns the timings, the requests made and the history events per workflow."""
     task_queue = f"bench-floor-{uuid.uuid4().hex[:6]}"
-    jobs = [FloorJob(pcs=obj, replica=i, backend=backend)
-            for obj in created for i in range(int(obj["spec"]["replicas"]))]
-    ids = [f"bench-floor/{obj['metadata']['namespace']}/{obj['metadata']['name']}/{job.replica}"
-           for obj, job in zip((o for o in created for _ in range(int(o["spec"]["replicas"]))), jobs, strict=True)]
+    jobs = {f"bench-floor/{obj['metadata']['namespace']}/{obj['metadata']['name']}/{i}":
+            FloorJob(pcs=obj, replica=i, backend=backend)
+            for obj in created for i in range(int(obj["spec"]["replicas"]))}
     with ThreadPoolExecutor(threads) as pool:
         async with Worker(client, task_queue=task_queue, workflows=[FloorReplicaWorkflow],
                           activities=[_Materialise(kube).materialise], activity_executor=pool,
@@ -75,12 +76,12 @@ async def run_all(client: Any, kube: Kube, created: list[JSON], backend: str, th
                                                        task_queue=task_queue)
 
             t0 = time.time()
-            handles = await asyncio.gather(*(start(wid, job) for wid, job in zip(ids, jobs, strict=True)))
+            handles = await asyncio.gather(*(start(wid, job) for wid, job in jobs.items()))
             t_started = time.time()
             t_released = await asyncio.to_thread(released, timeout)
             requests = sum(await asyncio.gather(*(h.result() for h in handles)))
             t_done = time.time()
-    lengths = await history_lengths(client, ids)
+    lengths = await history_lengths(client, jobs)
     return {"threads": threads, "start_concurrency": START_CONCURRENCY, "workflows": len(jobs),
             "t0": t0, "starts_s": round(t_started - t0, 2), "all_released_s": round(t_released - t0, 2),
             "all_workflows_done_s": round(t_done - t0, 2), "requests": requests,
