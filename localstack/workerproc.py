@@ -24,9 +24,10 @@ def worker_env(log_dir: Path, extra: dict[str, str] | None = None, *, bytecode_c
     """The worker's environment; with `bytecode_cache`, bytecode caching as in the image (pip compiles .pyc files at
     install), for the benchmarks.
 
-    Temporal's workflow sandbox re-imports the workflow module for every workflow instance it creates; without a
-    .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1) that is a fresh compile of workflows/replica.py each
-    time, 12% of the worker's Python CPU in a profile of B3 at 200. The cache goes beside the run's logs, not into
+    Temporal's workflow sandbox (on with GROVE_TEMPORAL_WORKFLOW_SANDBOX) re-imports the workflow module for every
+    workflow instance it creates; without a .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1) that is a
+    fresh compile of workflows/replica.py each time, 12% of the worker's Python CPU in a profile of B3 at 200 (with
+    the sandbox). The cache goes beside the run's logs, not into
     the repository; filling it costs the first start several seconds, which is why tests that time a worker's
     start-up do without it."""
     env = {**os.environ, **(extra or {}), "PYTHONUNBUFFERED": "1"}

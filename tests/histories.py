@@ -12,7 +12,8 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Interceptor, Replayer
+from temporalio.worker import Interceptor, Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.reconciler import ReconcilerWorkflow
@@ -22,10 +23,12 @@ from workflows.rollout import RolloutWorkflow
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "histories"
 
 
-def replayer(*extra: Interceptor) -> Replayer:
+def replayer(*extra: Interceptor, sandboxed: bool = True) -> Replayer:
     """As a worker replays: with the nudge versions header read (workflows/nudge_versions.py); `extra` interceptors
-    after it (a test that watches what the replayed code does)."""
-    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow],
+    after it (a test that watches what the replayed code does). Sandboxed unless asked otherwise: the sandbox's
+    runtime checks are on in tests, where the worker runs without them (worker/config.py: workflow_sandbox)."""
+    runner = SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
+    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow], workflow_runner=runner,
                     data_converter=pydantic_data_converter, interceptors=[NudgeVersionsInterceptor(), *extra])
 
 

@@ -5,8 +5,12 @@ a longer cycle."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("grove", "workflows", "activities", "worker")
@@ -79,3 +83,24 @@ def test_renamed_modules_do_not_reappear() -> None:
         if name in old_modules
     )
     assert importers == []
+
+
+@pytest.mark.parametrize("room", ["workflows", "grove"])
+@pytest.mark.parametrize("call", [
+    "from datetime import datetime\n\nprint(datetime.now())\n",
+    "import time\n\nprint(time.time())\n",
+    "import random\n\nprint(random.random())\n",
+    "import uuid\n\nprint(uuid.uuid4())\n",
+    "from kubernetes import client\n\nprint(client)\n",
+])
+def test_ruff_refuses_nondeterministic_calls_in_code_that_runs_in_workflows(room: str, call: str) -> None:
+    """Workflows run unsandboxed by default (worker/config.py: workflow_sandbox), so the nested ruff configs of
+    workflows/ and grove/ are what refuses these before a replay would; elsewhere the same code passes."""
+    def check(path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--stdin-filename", path, "-"],
+                              input=call, capture_output=True, text=True, cwd=ROOT)
+
+    inside = check(f"{room}/probe.py")
+    assert inside.returncode == 1 and "TID251" in inside.stdout, inside.stdout + inside.stderr
+    outside = check("activities/probe.py")
+    assert outside.returncode == 0, outside.stdout + outside.stderr

@@ -16,7 +16,8 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.backend import Scheduling, detect
 from activities.fanout import FANOUT_THREADS
@@ -235,6 +236,12 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
             tracer_provider.shutdown()  # flush spans still batched
 
 
+def workflow_runner(settings: WorkerSettings) -> WorkflowRunner:
+    """Temporal's sandbox only where asked for (worker/config.py says what it costs and what holds determinism
+    without it)."""
+    return SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
+
+
 async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, client: Client | None,
                             sdk_metrics: SdkMetrics | None, started: list[RunningWorker]) -> None:
     if client is None:
@@ -255,6 +262,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
+            workflow_runner=workflow_runner(settings),
             activities=activities_for(kube, client, scheduling, cache, count_pcs=not settings.watcher),
             sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,
@@ -286,7 +294,8 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
-            log.info("worker %s running on task queue %s", settings.identity, settings.task_queue)
+            log.info("worker %s running on task queue %s (workflows %s)", settings.identity, settings.task_queue,
+                     "in Temporal's sandbox" if settings.workflow_sandbox else "unsandboxed")
             background.append(asyncio.create_task(keep_reconciler(client, settings, stop)))
             background.append(asyncio.create_task(doctor.run(settings.stuck_check.total_seconds(), stop)))
             stopped = asyncio.create_task(stop.wait())

@@ -53,6 +53,14 @@ class WorkerSettings(BaseModel):
     # still too many once histories reached 2,600 events (rounds 25-45 of the same run); with runs now capped at
     # 1,000 events (workflows/signals.py) four slots keep a full replay of each within the timeout at load 20.
     max_concurrent_workflow_tasks: int = Field(default=4, ge=1)
+    # Temporal's workflow sandbox re-imports the workflow modules for every run it starts or replays and proxies each
+    # call into them: 25-30 ms of worker CPU per run started and 1.5-1.8x per replayed event (replays of the recorded
+    # histories, tests/fixtures/histories/). At 1,000 replicas that is most of a hand-over's replays. Off by default:
+    # determinism is held by the replay and compat tests, the workflow tests (tests/workflows/ run sandboxed) and
+    # ruff's banned calls in workflows/ (workflows/ruff.toml). On: the sandbox's runtime checks, at that cost.
+    workflow_sandbox: bool = Field(default_factory=lambda: bool(_flag(os.environ.get("GROVE_TEMPORAL_WORKFLOW_SANDBOX"))),
+                                   description="run workflows in Temporal's sandbox (runtime determinism checks, "
+                                               "slower starts and replays)")
     watcher: bool = Field(default=True, description="run the watcher (under leader election)")
     leader_election_namespace: str | None = Field(
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,

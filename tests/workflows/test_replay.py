@@ -101,9 +101,11 @@ def test_the_fixtures_cover_every_path_that_matters() -> None:
     assert not missing, f"no recorded history covers: {missing}; re-record with `pytest tests/e2e --record-histories`"
 
 
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "unsandboxed"])
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: Path(p).stem)
-async def test_recorded_history_replays_deterministically(path: Path) -> None:
-    result = await replayer().replay_workflow(load(path), raise_on_replay_failure=False)
+async def test_recorded_history_replays_deterministically(path: Path, sandboxed: bool) -> None:
+    """In Temporal's sandbox (its runtime checks) and without it, as the worker runs by default."""
+    result = await replayer(sandboxed=sandboxed).replay_workflow(load(path), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 

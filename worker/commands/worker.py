@@ -23,6 +23,10 @@ def worker(
     watcher: Annotated[bool, typer.Option(help="run the watcher (leader-elected among workers)")] = True,
     watch_cache: Annotated[bool, typer.Option(help="observe replicas from this worker's watch cache (off: every "
                                                    "observation lists from the apiserver)")] = True,
+    workflow_sandbox: Annotated[
+        bool | None, typer.Option(help="run workflows in Temporal's sandbox: runtime determinism checks, slower "
+                                       "starts and replays (default: $GROVE_TEMPORAL_WORKFLOW_SANDBOX, off)")
+    ] = None,
     reconciler_check_seconds: Annotated[
         float, typer.Option(min=1, help="how often to check that the reconciler workflow runs (restart it if not)")
     ] = 60,
@@ -62,6 +66,8 @@ def worker(
         updates["task_queue"] = task_queue
     if http_port is not None:
         updates["http_port"] = http_port
+    if workflow_sandbox is not None:
+        updates["workflow_sandbox"] = workflow_sandbox
     if scheduler_backend is not None:
         updates["scheduler_backend"] = scheduler_backend
     backend = settings.scheduler_backend if scheduler_backend is None else scheduler_backend
