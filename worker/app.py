@@ -268,6 +268,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             activity_executor=executor,
             max_concurrent_activities=settings.activity_threads,
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+            max_cached_workflows=settings.max_cached_workflows,
             graceful_shutdown_timeout=settings.graceful_shutdown,
             identity=settings.identity,
         )

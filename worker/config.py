@@ -54,13 +54,19 @@ class WorkerSettings(BaseModel):
     # 1,000 events (workflows/signals.py) four slots keep a full replay of each within the timeout at load 20.
     max_concurrent_workflow_tasks: int = Field(default=4, ge=1)
     # Temporal's workflow sandbox re-imports the workflow modules for every run it starts or replays and proxies each
-    # call into them: 25-30 ms of worker CPU per run started and 1.5-1.8x per replayed event (replays of the recorded
-    # histories, tests/fixtures/histories/). At 1,000 replicas that is most of a hand-over's replays. Off by default:
+    # call into them: about 12 ms of worker CPU per run started or taken into the cache, and 1.8x the CPU per replayed
+    # event (replays of the recorded histories, tests/fixtures/histories/, with compiled bytecode; without .pyc files
+    # each re-import also compiles, 30 ms more). A hand-over replays every replica the dead worker held. Off by default:
     # determinism is held by the replay and compat tests, the workflow tests (tests/workflows/ run sandboxed) and
     # ruff's banned calls in workflows/ (workflows/ruff.toml). On: the sandbox's runtime checks, at that cost.
     workflow_sandbox: bool = Field(default_factory=lambda: bool(_flag(os.environ.get("GROVE_TEMPORAL_WORKFLOW_SANDBOX"))),
                                    description="run workflows in Temporal's sandbox (runtime determinism checks, "
                                                "slower starts and replays)")
+    # Workflows kept in memory between workflow tasks; one evicted is replayed from its whole history at its next
+    # task. The SDK's default (1,000) is below the replica count this is built for: at 5,000 replicas every round
+    # would be a replay. A cached replica workflow costs about 40 KB (300 one-pod replicas: +12 MB of worker RSS).
+    max_cached_workflows: int = Field(
+        default_factory=lambda: int(os.environ.get("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS") or 10_000), ge=0)
     watcher: bool = Field(default=True, description="run the watcher (under leader election)")
     leader_election_namespace: str | None = Field(
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,

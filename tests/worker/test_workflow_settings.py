@@ -1,4 +1,4 @@
-"""The worker runs workflows outside Temporal's sandbox unless asked (worker/config.py: workflow_sandbox)."""
+"""How the worker keeps workflows: outside Temporal's sandbox unless asked, and enough of them cached (worker/config.py)."""
 
 from __future__ import annotations
 
@@ -20,3 +20,12 @@ def test_the_environment_turns_the_sandbox_on(monkeypatch: pytest.MonkeyPatch, v
     monkeypatch.setenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", value)
     runner = workflow_runner(WorkerSettings())
     assert isinstance(runner, SandboxedWorkflowRunner if sandboxed else UnsandboxedWorkflowRunner)
+
+
+def test_the_workflow_cache_holds_a_fleet_of_thousands_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An evicted workflow replays its whole history at its next task: the SDK's 1,000 would make every round of a
+    5,000-replica fleet a replay."""
+    monkeypatch.delenv("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS", raising=False)
+    assert WorkerSettings().max_cached_workflows == 10_000
+    monkeypatch.setenv("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS", "2500")
+    assert WorkerSettings().max_cached_workflows == 2500
