@@ -1,4 +1,5 @@
-"""How the worker keeps workflows: outside Temporal's sandbox unless asked, and enough of them cached (worker/config.py)."""
+"""How the worker keeps workflows: in Temporal's sandbox unless told otherwise, and enough of them cached
+(worker/config.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from worker.app import workflow_runner
 from worker.config import WorkerSettings
 
 
-def test_workflows_run_unsandboxed_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workflows_run_sandboxed_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", raising=False)
-    assert isinstance(workflow_runner(WorkerSettings()), UnsandboxedWorkflowRunner)
+    assert isinstance(workflow_runner(WorkerSettings()), SandboxedWorkflowRunner)
 
 
-@pytest.mark.parametrize("value, sandboxed", [("1", True), ("on", True), ("0", False), ("", False)])
-def test_the_environment_turns_the_sandbox_on(monkeypatch: pytest.MonkeyPatch, value: str, sandboxed: bool) -> None:
+@pytest.mark.parametrize("value, sandboxed", [("1", True), ("on", True), ("0", False), ("false", False), ("", True)])
+def test_the_environment_turns_the_sandbox_off(monkeypatch: pytest.MonkeyPatch, value: str, sandboxed: bool) -> None:
     monkeypatch.setenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", value)
     runner = workflow_runner(WorkerSettings())
     assert isinstance(runner, SandboxedWorkflowRunner if sandboxed else UnsandboxedWorkflowRunner)
