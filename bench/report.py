@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import env
+from worker.config import WorkerSettings
 
 STAT_COLUMNS = ("n", "p50", "p95", "p99", "max")
 TABLE_SKIPS = {"kube_requests_by_verb_resource", "by_verb_resource"}  # in the JSON only: too wide for a table
@@ -32,6 +33,8 @@ def envelope(scenario: str, options: dict[str, Any], results: dict[str, Any], *,
         "options": options,
         # the worker inherits it (docs/semantics.md, "Gang scheduling backends"); auto = kube on the local stack
         "scheduler_backend": os.environ.get("GROVE_TEMPORAL_SCHEDULER_BACKEND") or "auto",
+        # the workers inherit it too (worker/config.py: workflow_sandbox)
+        "workflow_sandbox": WorkerSettings().workflow_sandbox,
         "results": results,
         "notes": notes,
     }
@@ -91,6 +94,7 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
     machine = result["machine"]
     console.print(f"machine: {machine['cpu_count']} CPU {machine['cpu_model']}, {machine['memory_gib']} GiB; "
                   f"load {machine['loadavg_at_start']} → {machine['loadavg_at_end']}; "
-                  f"git {result['git']['commit'][:12]}; {result['duration_s']} s")
+                  f"git {result['git']['commit'][:12]}; workflow sandbox "
+                  f"{'on' if result.get('workflow_sandbox', True) else 'off'}; {result['duration_s']} s")
     for note in result["notes"]:
         console.print(f"note: {note}")
