@@ -13,8 +13,9 @@ manifests on 8 threads, and bench/floor.py (its own process, one pod watch) remo
 while the product runs, which weighs on the product's side, never the floor's.
 
 A second floor follows it (bench/temporal_floor.py): the same work, each replica's creates run as the one activity
-of one minimal workflow. Between the two floors lies what one workflow per replica costs on this Temporal server at
-the least; between it and the product, what the product adds (observation, status, signals, timers).
+of one minimal workflow; then a third, the same with a local activity (one workflow task per replica). Between the
+direct floor and the local one lies what one workflow per replica costs on this Temporal server at the least;
+between the Temporal floors and the product, what the product adds (observation, status, signals, timers).
 """
 
 from __future__ import annotations
@@ -42,17 +43,20 @@ async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), 
               pods_per_replica: int = 1, timeout: float = 1800.0, profile: bool = False) -> dict[str, Any]:
     results = []
     for size in sizes:
-        # Room for three sets of pods: both floors' stay while the product runs.
-        async with clusters.cluster(pods=3 * size * pods_per_replica) as cluster:
+        # Room for four sets of pods: the floors' stay while the product runs.
+        async with clusters.cluster(pods=4 * size * pods_per_replica) as cluster:
             floor_result = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica, timeout)
             orchestrated = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout)
+            local = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout, local=True)
             result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
             result["floor"] = floor_result
             result["temporal_floor"] = orchestrated
+            result["temporal_floor_local"] = local
             result["all_released_vs_floor"] = ratio(result["all_released_s"], floor_result["all_released_s"])
             result["all_released_vs_temporal_floor"] = ratio(result["all_released_s"], orchestrated["all_released_s"])
-            orchestrated["all_released_vs_floor"] = ratio(orchestrated["all_released_s"],
-                                                          floor_result["all_released_s"])
+            result["all_released_vs_temporal_floor_local"] = ratio(result["all_released_s"], local["all_released_s"])
+            for temporal in (orchestrated, local):
+                temporal["all_released_vs_floor"] = ratio(temporal["all_released_s"], floor_result["all_released_s"])
             results.append(result)
     targets = {f"all_released_le_{TARGET_RATIO:g}x_floor_at_{r['replicas']}": r["all_released_vs_floor"] <= TARGET_RATIO
                for r in results if r["replicas"] == TARGET_SIZE and r["all_released_vs_floor"] is not None}
@@ -93,10 +97,11 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
 
 
 async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int,
-                          timeout: float) -> dict[str, Any]:
-    """The same replicas, each made by one minimal workflow of one activity (bench/temporal_floor.py): what one
-    workflow per replica costs on this Temporal server at the least."""
-    with _floor_namespace(cluster, "tfloor", size, per_pcs, pods_per_replica) as (backend, fleet, observer):
+                          timeout: float, *, local: bool = False) -> dict[str, Any]:
+    """The same replicas, each made by one minimal workflow of one activity (bench/temporal_floor.py; `local`: a
+    local activity): what one workflow per replica costs on this Temporal server at the least."""
+    kind = "tlfloor" if local else "tfloor"
+    with _floor_namespace(cluster, kind, size, per_pcs, pods_per_replica) as (backend, fleet, observer):
         component_cpu = cluster.stack_cpu()
         pods_total = size * pods_per_replica
         t0 = time.time()
@@ -104,10 +109,10 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
 
         def released(within: float) -> float:
             return observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), within,
-                                 f"temporal floor: {pods_total} pods released", 0.25)
+                                 f"temporal floor ({kind}): {pods_total} pods released", 0.25)
 
         result = await temporal_floor.run_all(cluster.client, cluster.kube, created, backend, FLOOR_THREADS,
-                                              released, timeout)
+                                              released, timeout, local=local)
     began = result.pop("t0")
     stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
     result.update(backend=backend, all_released_s=round(result["all_released_s"] + (began - t0), 2),
