@@ -17,6 +17,15 @@ def _flag(value: str | None) -> bool | None:
     return value.lower() in ("1", "true", "yes", "on")
 
 
+def _whole_number(variable: str, default: int) -> int:
+    value = os.environ.get(variable)
+    if value is None or value == "":
+        return default
+    if not value.strip().isdigit():
+        raise ValueError(f"{variable} must be a whole number, got {value!r}")
+    return int(value)
+
+
 class TemporalSettings(BaseModel):
     address: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     namespace: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_NAMESPACE", "default"))
@@ -62,13 +71,12 @@ class WorkerSettings(BaseModel):
     # runs (faults/) have run with it; off is opt-in (GROVE_TEMPORAL_WORKFLOW_SANDBOX=0) until they run without it.
     workflow_sandbox: bool = Field(
         default_factory=lambda: _flag(os.environ.get("GROVE_TEMPORAL_WORKFLOW_SANDBOX")) is not False,
-                                   description="run workflows in Temporal's sandbox (runtime determinism checks, "
-                                               "slower starts and replays)")
+        description="run workflows in Temporal's sandbox (runtime determinism checks, slower starts and replays)")
     # Workflows kept in memory between workflow tasks; one evicted is replayed from its whole history at its next
     # task. The SDK's default (1,000) is below the replica count this is built for: at 5,000 replicas every round
     # would be a replay. A cached replica workflow costs about 40 KB (300 one-pod replicas: +12 MB of worker RSS).
     max_cached_workflows: int = Field(
-        default_factory=lambda: int(os.environ.get("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS") or 10_000), ge=0)
+        default_factory=lambda: _whole_number("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS", 10_000), ge=0)
     watcher: bool = Field(default=True, description="run the watcher (under leader election)")
     leader_election_namespace: str | None = Field(
         default_factory=lambda: os.environ.get("GROVE_TEMPORAL_LEASE_NAMESPACE") or None,

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from typer.testing import CliRunner
 
 from worker.app import workflow_runner
+from worker.cli import app
 from worker.config import WorkerSettings
 
 
@@ -30,3 +32,10 @@ def test_the_workflow_cache_holds_a_fleet_of_thousands_unless_told_otherwise(mon
     assert WorkerSettings().max_cached_workflows == 10_000
     monkeypatch.setenv("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS", "2500")
     assert WorkerSettings().max_cached_workflows == 2500
+
+
+@pytest.mark.parametrize("value", ["lots", "-3", "1e4"])
+def test_a_malformed_cache_size_is_refused_in_one_line_naming_the_variable(value: str) -> None:
+    result = CliRunner(env={"GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS": value}).invoke(app, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS must be a whole number, got {value!r}"
