@@ -76,6 +76,8 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
     for size in results["sizes"]:
         assert 0 < size["all_released_s"] <= size["all_mirrored_ready_s"] <= size["quiet_s"]
         assert size["worker_cpu_s"] > 0 and size["worker_peak_rss_mib"] > 0
+        assert set(size["cpu_ms_per_replica"]) == {"worker", "temporal", "kube-apiserver"}
+        assert size["cpu_ms_per_replica"]["worker"] > 0 and size["cpu_ms_per_replica"]["temporal"] > 0
         assert size["kube_requests_by_verb"]["create"] >= size["replicas"]
         assert size["history_events_per_replica"]["n"] == size["replicas"]
         floor = size["floor"]  # the direct client on the same stack, just before
