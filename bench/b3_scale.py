@@ -37,6 +37,7 @@ from bench.stats import ratio, summary
 MIB = 1024 * 1024
 FLOOR_THREADS = 8
 TARGET_SIZE, TARGET_RATIO = 1000, 1.5  # issue 17: at 1,000 replicas, all released within 1.5x the floor
+TARGET_REQUESTS, TARGET_EVENTS = 10, 25  # issue 17: per 17-pod replica, PCS created to Available
 
 
 async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), per_pcs: int = 10,
@@ -60,6 +61,12 @@ async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), 
             results.append(result)
     targets = {f"all_released_le_{TARGET_RATIO:g}x_floor_at_{r['replicas']}": r["all_released_vs_floor"] <= TARGET_RATIO
                for r in results if r["replicas"] == TARGET_SIZE and r["all_released_vs_floor"] is not None}
+    if pods_per_replica == 17:  # issue 17's shape for these two: created to Available, every replica
+        for r in results:
+            targets[f"kube_requests_le_{TARGET_REQUESTS}_per_replica_at_{r['replicas']}"] = \
+                r["kube_requests_per_replica"] <= TARGET_REQUESTS
+            targets[f"history_events_le_{TARGET_EVENTS}_every_replica_at_{r['replicas']}"] = \
+                r["history_events_per_replica"].get("max", float("inf")) <= TARGET_EVENTS
     return {"per_pcs": per_pcs, "pods_per_replica": pods_per_replica, "sizes": results, "growth": _growth(results),
             "targets": targets}
 
