@@ -276,6 +276,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         background: list[asyncio.Task[None]] = []
         if settings.watcher:
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
+                              nudge_coalesce_seconds=settings.nudge_coalesce.total_seconds(),
                               resync_seconds=settings.watch_resync.total_seconds(), cache=cache)
             pcs_status = PcsStatusWriter(kube, watcher.cache)  # hears the cache before it starts: no event missed
             deletions = StuckDeletionSweeper(kube, watcher.cache)

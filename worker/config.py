@@ -94,6 +94,12 @@ class WorkerSettings(BaseModel):
     # A workflow task waiting on a worker's sticky queue goes to the shared queue after this; with the worker killed,
     # that wait is the workflow's (Temporal's default, 10 s, would be most of the hand-over).
     sticky_timeout: timedelta = Field(default=timedelta(seconds=3), gt=timedelta(0))
+    # How long the watcher's leader gathers watch events before it sends the nudges they call for. Each nudge a
+    # replica gets is a signal and a workflow task (4 history events); the pods of a gang are bound and become Ready
+    # in bursts spread over tens of milliseconds, so a longer window turns a burst into one nudge, at that much more
+    # latency for every change. 5 ms, the default, is what the fault runs have run with.
+    nudge_coalesce: timedelta = Field(
+        default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_COALESCE_MS", 5)))
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),

@@ -212,6 +212,7 @@ class Watcher:
         cache: WatchCache | None = None,
         handover_window_seconds: float = HANDOVER_WINDOW_SECONDS,
         rpc_timeout: timedelta = RPC_TIMEOUT,
+        nudge_coalesce_seconds: float = 0.005,
     ) -> None:
         self.kube = kube
         self.client = client
@@ -221,7 +222,7 @@ class Watcher:
                                          watch_timeout_seconds=watch_timeout_seconds)
         self.handover_window_seconds = handover_window_seconds
         self.rpc_timeout = rpc_timeout
-        self.nudger = Nudger(client, clock=clock, rpc_timeout=rpc_timeout)
+        self.nudger = Nudger(client, clock=clock, rpc_timeout=rpc_timeout, coalesce_seconds=nudge_coalesce_seconds)
         self.nudger.on_missing = self._workflow_missing
         self.pcs_feed = _Feed(PODCLIQUESETS, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, pclq_fingerprint)

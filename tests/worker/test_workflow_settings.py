@@ -1,5 +1,5 @@
-"""How the worker keeps workflows: in Temporal's sandbox unless told otherwise, and enough of them cached
-(worker/config.py)."""
+"""Worker settings that trade safety margins for cost (worker/config.py): Temporal's sandbox unless told otherwise,
+enough workflows cached, the nudge window."""
 
 from __future__ import annotations
 
@@ -39,3 +39,10 @@ def test_a_malformed_cache_size_is_refused_in_one_line_naming_the_variable(value
     result = CliRunner(env={"GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS": value}).invoke(app, ["worker"])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS must be a whole number, got {value!r}"
+
+
+def test_the_nudge_window_stays_at_five_milliseconds_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GROVE_TEMPORAL_NUDGE_COALESCE_MS", raising=False)
+    assert WorkerSettings().nudge_coalesce.total_seconds() == 0.005
+    monkeypatch.setenv("GROVE_TEMPORAL_NUDGE_COALESCE_MS", "200")
+    assert WorkerSettings().nudge_coalesce.total_seconds() == 0.2
