@@ -24,12 +24,11 @@ def worker_env(log_dir: Path, extra: dict[str, str] | None = None, *, bytecode_c
     """The worker's environment; with `bytecode_cache`, bytecode caching as in the image (pip compiles .pyc files at
     install), for the benchmarks.
 
-    Temporal's workflow sandbox (on with GROVE_TEMPORAL_WORKFLOW_SANDBOX) re-imports the workflow module for every
-    workflow instance it creates; without a .pyc (an editable install under PYTHONDONTWRITEBYTECODE=1) that is a
-    fresh compile of workflows/replica.py each time, 12% of the worker's Python CPU in a profile of B3 at 200 (with
-    the sandbox). The cache goes beside the run's logs, not into
-    the repository; filling it costs the first start several seconds, which is why tests that time a worker's
-    start-up do without it."""
+    Temporal's workflow sandbox (the default; GROVE_TEMPORAL_WORKFLOW_SANDBOX=0 turns it off) re-imports the workflow
+    module for every workflow instance it creates; without a .pyc (an editable install under
+    PYTHONDONTWRITEBYTECODE=1) that is a fresh compile of workflows/replica.py each time, 12% of the worker's Python
+    CPU in a profile of B3 at 200. The cache goes beside the run's logs, not into the repository; filling it costs the
+    first start several seconds, which is why tests that time a worker's start-up do without it."""
     env = {**os.environ, **(extra or {}), "PYTHONUNBUFFERED": "1"}
     if bytecode_cache:
         env["PYTHONPYCACHEPREFIX"] = str(log_dir / "pycache")

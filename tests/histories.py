@@ -12,9 +12,9 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Interceptor, Replayer, UnsandboxedWorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.worker import Interceptor, Replayer
 
+from worker.app import workflow_runner
 from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
@@ -25,10 +25,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "histories"
 
 def replayer(*extra: Interceptor, sandboxed: bool = True) -> Replayer:
     """As a worker replays: with the nudge versions header read (workflows/nudge_versions.py); `extra` interceptors
-    after it (a test that watches what the replayed code does). Sandboxed unless asked otherwise: the sandbox's
-    runtime checks are on in tests, where the worker runs without them (worker/config.py: workflow_sandbox)."""
-    runner = SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
-    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow], workflow_runner=runner,
+    after it (a test that watches what the replayed code does). Sandboxed unless asked otherwise, as the worker runs
+    by default; `sandboxed=False` replays as a worker with GROVE_TEMPORAL_WORKFLOW_SANDBOX=0 does."""
+    return Replayer(workflows=[ReplicaWorkflow, ReconcilerWorkflow, RolloutWorkflow],
+                    workflow_runner=workflow_runner(sandboxed),
                     data_converter=pydantic_data_converter, interceptors=[NudgeVersionsInterceptor(), *extra])
 
 

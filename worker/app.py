@@ -236,10 +236,10 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: C
             tracer_provider.shutdown()  # flush spans still batched
 
 
-def workflow_runner(settings: WorkerSettings) -> WorkflowRunner:
-    """Temporal's sandbox only where asked for (worker/config.py says what it costs and what holds determinism
-    without it)."""
-    return SandboxedWorkflowRunner() if settings.workflow_sandbox else UnsandboxedWorkflowRunner()
+def workflow_runner(sandboxed: bool) -> WorkflowRunner:
+    """Temporal's sandbox, or none (worker/config.py: workflow_sandbox says what it costs and what holds determinism
+    without it); the tests' Replayers take theirs from here too."""
+    return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
 
 
 async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, client: Client | None,
@@ -262,7 +262,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
-            workflow_runner=workflow_runner(settings),
+            workflow_runner=workflow_runner(settings.workflow_sandbox),
             activities=activities_for(kube, client, scheduling, cache, count_pcs=not settings.watcher),
             sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,

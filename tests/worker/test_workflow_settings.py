@@ -15,13 +15,13 @@ from worker.config import WorkerSettings
 
 def test_workflows_run_sandboxed_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", raising=False)
-    assert isinstance(workflow_runner(WorkerSettings()), SandboxedWorkflowRunner)
+    assert isinstance(workflow_runner(WorkerSettings().workflow_sandbox), SandboxedWorkflowRunner)
 
 
 @pytest.mark.parametrize("value, sandboxed", [("1", True), ("on", True), ("0", False), ("false", False), ("", True)])
 def test_the_environment_turns_the_sandbox_off(monkeypatch: pytest.MonkeyPatch, value: str, sandboxed: bool) -> None:
     monkeypatch.setenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", value)
-    runner = workflow_runner(WorkerSettings())
+    runner = workflow_runner(WorkerSettings().workflow_sandbox)
     assert isinstance(runner, SandboxedWorkflowRunner if sandboxed else UnsandboxedWorkflowRunner)
 
 

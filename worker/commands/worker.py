@@ -48,8 +48,6 @@ def worker(
     import signal
     from datetime import timedelta
 
-    from pydantic import ValidationError
-
     from activities.backend import REQUESTS, BackendUnavailable
     from worker.app import run_worker
     from worker.config import WorkerSettings
@@ -59,9 +57,7 @@ def worker(
     try:
         settings = WorkerSettings()
     except ValueError as err:  # a malformed GROVE_TEMPORAL_* variable: one line naming it, nothing started
-        reasons = [e["msg"].removeprefix("Value error, ") for e in err.errors()] \
-            if isinstance(err, ValidationError) else [str(err)]
-        typer.echo(f"error: {'; '.join(reasons)}", err=True)
+        typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
     updates: dict[str, object] = {"watcher": watcher, "watch_cache": watch_cache, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
                                   "stuck_check": timedelta(seconds=stuck_check_seconds),
