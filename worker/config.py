@@ -26,6 +26,16 @@ def _whole_number(variable: str, default: int) -> int:
     return int(value)
 
 
+def _port(variable: str) -> int | None:
+    """A TCP port from the environment, None when unset; a malformed one stops the worker in one line."""
+    if not os.environ.get(variable):
+        return None
+    port = _whole_number(variable, 0)
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{variable} must be a port from 1 to 65535, got {port}")
+    return port
+
+
 class TemporalSettings(BaseModel):
     address: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     namespace: str = Field(default_factory=lambda: os.environ.get("TEMPORAL_NAMESPACE", "default"))
@@ -109,7 +119,7 @@ class WorkerSettings(BaseModel):
                                    description="how often the leading worker looks for stuck replica workflows")
     stuck_attempts: int = Field(default=3, ge=1, description="failed attempts of one workflow task that make it stuck")
     http_port: int | None = Field(
-        default_factory=lambda: int(p) if (p := os.environ.get("GROVE_TEMPORAL_HTTP_PORT")) else None,
+        default_factory=lambda: _port("GROVE_TEMPORAL_HTTP_PORT"),
         description="serve /metrics, /healthz and /readyz on this port; None to disable",
     )
     graceful_shutdown: timedelta = timedelta(seconds=20)

@@ -46,3 +46,21 @@ def test_the_nudge_window_stays_at_five_milliseconds_unless_told(monkeypatch: py
     assert WorkerSettings().nudge_coalesce.total_seconds() == 0.005
     monkeypatch.setenv("GROVE_TEMPORAL_NUDGE_COALESCE_MS", "200")
     assert WorkerSettings().nudge_coalesce.total_seconds() == 0.2
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("80a", "GROVE_TEMPORAL_HTTP_PORT must be a whole number, got '80a'"),
+    ("70000", "GROVE_TEMPORAL_HTTP_PORT must be a port from 1 to 65535, got 70000"),
+    ("0", "GROVE_TEMPORAL_HTTP_PORT must be a port from 1 to 65535, got 0"),
+])
+def test_a_malformed_http_port_is_refused_in_one_line_naming_the_variable(value: str, message: str) -> None:
+    result = CliRunner(env={"GROVE_TEMPORAL_HTTP_PORT": value}).invoke(app, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {message}"
+
+
+def test_the_http_port_is_read_when_given_and_off_when_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GROVE_TEMPORAL_HTTP_PORT", raising=False)
+    assert WorkerSettings().http_port is None
+    monkeypatch.setenv("GROVE_TEMPORAL_HTTP_PORT", "9102")
+    assert WorkerSettings().http_port == 9102
