@@ -60,6 +60,8 @@ class Injector:
     # Pods a kube-apiserver outage broke (not the planner: its seeded plan must not depend on what ran). The quiet
     # period heals them where a rolling update masks or waits on their PodClique, as it does the planner's.
     outage_broken: dict[str, str] = field(default_factory=dict)  # pod name -> the UID broken
+    # Every step as it began (wall-clock seconds, what): lets the results name the faults around a slow deletion.
+    timeline: list[tuple[float, str]] = field(default_factory=list)
 
     async def run(self, steps: list[Step], started: float) -> None:
         for step in steps:
@@ -70,6 +72,7 @@ class Injector:
 
     async def do(self, step: Step) -> None:
         self.log(f"    {step.describe()}")
+        self.timeline.append((time.time(), step.describe()))
         if step.action in (schedule.BREAK, schedule.HEAL):
             assert step.pod is not None
             await asyncio.to_thread(self.set_readiness, step.pod, step.action == schedule.BREAK)

@@ -59,11 +59,24 @@ class Violation:
     detail: str
 
 
+@dataclass(frozen=True)
+class LateDeletion:
+    """One gang termination's PodClique deletion as our watch saw it, after its deadline: kept whole so the slowest
+    can be named afterwards, with the faults that ran around them."""
+    seconds: float  # from the deadline to the deletion we saw
+    replica: str
+    pod_clique: str
+    uid: str
+    scope: str
+    deadline: float  # wall-clock seconds
+    seen: float  # wall-clock seconds
+
+
 @dataclass
 class Findings:
     violations: list[Violation] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    lateness: list[float] = field(default_factory=list)  # seconds from deadline to the deletion we saw
+    lateness: list[LateDeletion] = field(default_factory=list)
 
     def violate(self, invariant: str, key: str, detail: str) -> None:
         self.violations.append(Violation(invariant, key, detail))
@@ -117,7 +130,8 @@ def never_early(digests: dict[ReplicaKey, WorkflowDigest], pclqs: dict[str, Pclq
                                   f"{request.deadline.isoformat()}")
                 if record.deleting_seen is not None and not record.deleting_seen_relist:
                     late = record.deleting_seen - request.deadline.timestamp()
-                    found.lateness.append(late)
+                    found.lateness.append(LateDeletion(late, f"{key[0]}/{key[1]}", name, uid, request.scope.value,
+                                                       request.deadline.timestamp(), record.deleting_seen))
                     if late < 0:
                         found.violate(NEVER_EARLY, f"seen/{uid}", f"{key}: PodClique {name} ({uid}) seen deleting "
                                       f"{-late:.3f}s before the deadline {request.deadline.isoformat()}")

@@ -114,7 +114,7 @@ class FaultRun:
         self.violations: dict[str, tuple[int, Violation]] = {}
         self.summed: Counter[str] = Counter()
         self.last: dict[str, int] = {}
-        self.lateness: list[float] = []
+        self.lateness: list[invariants.LateDeletion] = []
         self.rounds: list[RoundReport] = []
         self.phases_seen: Counter[str] = Counter()
         self.statuses: dict[ReplicaKey, ReplicaStatus] = {}
@@ -577,7 +577,7 @@ class FaultRun:
     def _results(self, seconds: float) -> dict[str, Any]:
         by_invariant = Counter(v.invariant for _, v in self.violations.values())
         settles = [r.settle_seconds for r in self.rounds]
-        late = sorted(self.lateness)
+        late = sorted(d.seconds for d in self.lateness)
         counts = {**self.summed, **self.last}
         return {
             "command": " ".join(["grove-temporal", *sys.argv[1:]]) if sys.argv else "",
@@ -613,6 +613,7 @@ class FaultRun:
                 "median": round(statistics.median(late) * 1000) if late else None,
                 "max": round(late[-1] * 1000) if late else None,
             },
+            "slowest_deletions": self._slowest_deletions(),
             "settle_seconds": {"median": statistics.median(settles) if settles else None,
                                "max": max(settles) if settles else None},
             "phases_sampled": dict(sorted(self.phases_seen.items())),
@@ -624,6 +625,19 @@ class FaultRun:
             "violation_details": [{"round": r, **asdict(v)} for r, v in self.violations.values()],
             "round_reports": [asdict(r) for r in self.rounds],
         }
+
+
+    def _slowest_deletions(self, count: int = 10, before: float = 60.0) -> list[dict[str, Any]]:
+        """The slowest gang-termination deletions, each with every step the injector began from `before` seconds
+        ahead of its deadline until our watch saw it (offsets from the deadline): what a slow one ran into."""
+        timeline = self.injector.timeline
+        slowest = sorted(self.lateness, key=lambda d: d.seconds, reverse=True)[:count]
+        return [{"after_deadline_ms": round(d.seconds * 1000), "replica": d.replica, "pod_clique": d.pod_clique,
+                 "uid": d.uid, "scope": d.scope,
+                 "deadline": datetime.fromtimestamp(d.deadline, UTC).isoformat(),
+                 "steps_around": [f"{at - d.deadline:+.1f}s {what}" for at, what in timeline
+                                  if d.deadline - before <= at <= d.seen]}
+                for d in slowest]
 
 
 def _git_commit() -> str | None:
@@ -672,6 +686,9 @@ def render(results: dict[str, Any]) -> str:
         "other checks: " + ", ".join(f"{k} {v}" for k, v in results["counts"].items()
                                      if not k.startswith("terminations_")),
         f"deletions seen after their deadline: {results['deletion_after_deadline_ms']} ms",
+        *(f"  slowest: {d['after_deadline_ms']} ms, {d['scope']} termination of {d['replica']} "
+          f"({d['pod_clique']}); steps around it: {'; '.join(d['steps_around']) or 'none'}"
+          for d in results.get("slowest_deletions", [])[:1]),
         f"settle time per round: median {results['settle_seconds']['median']}s, max {results['settle_seconds']['max']}s",
         "phases sampled: " + ", ".join(f"{k} {v}" for k, v in results["phases_sampled"].items()),
         "stack components that exited on their own (restarted; not the product): "

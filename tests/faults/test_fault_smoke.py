@@ -48,6 +48,12 @@ async def test_seeded_fault_rounds_violate_no_invariant(tmp_path: Path) -> None:
     assert len(results["template_changes"]) == ROUNDS, results["template_changes"]
     assert results["counts"]["rollout_pod_deletions_checked"] > 0
     assert results["counts"]["rollouts_checked_complete"] > 0
+    # the slowest deletions are named with the steps that ran around them (a breach's break precedes its deadline)
+    slowest = results["slowest_deletions"]
+    assert len(slowest) == min(10, results["deletion_after_deadline_ms"]["n"]) > 0
+    assert slowest[0]["after_deadline_ms"] == results["deletion_after_deadline_ms"]["max"]
+    assert [d["after_deadline_ms"] for d in slowest] == sorted((d["after_deadline_ms"] for d in slowest), reverse=True)
+    assert any(" break " in step for d in slowest for step in d["steps_around"]), slowest
 
 
 async def test_wider_chaos_two_workers_one_skewed_partitions_and_etcd_violate_no_invariant(tmp_path: Path) -> None:
