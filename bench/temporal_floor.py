@@ -88,7 +88,14 @@ async def run_all(client: Client, kube: Kube, created: list[JSON], backend: str,
             handles = await asyncio.gather(*(start(wid, job) for wid, job in jobs.items()))
             t_started = time.time()
             t_released = await asyncio.to_thread(released, timeout)
-            requests = sum(await asyncio.gather(*(h.result() for h in handles)))
+            # Each result() is a long poll on the workflow's history; thousands at once exceed the dev server's
+            # concurrent-poller limit per namespace (B3 at 5,000 ended on it), so they share the starts' gate.
+
+            async def result(handle: Any) -> int:
+                async with gate:
+                    return int(await handle.result())
+
+            requests = sum(await asyncio.gather(*(result(h) for h in handles)))
             t_done = time.time()
     lengths = await history_lengths(client, jobs)
     return {"activity": "local" if local else "regular", "threads": threads, "start_concurrency": START_CONCURRENCY,
