@@ -7,8 +7,9 @@ mirror activity, shows readyReplicas=0. That takes the whole path on the new wor
 election) sees the pod, nudges the workflow, the workflow (replayed on the new worker) observes the cluster,
 evaluates, and its activity writes the mirror. The new worker process is started the moment the old one is dead.
 
-Also reported: when the new worker answered /readyz, when it took the watcher's Lease, and when each pod was
-seen NotReady (KWOK's part, not ours).
+Also reported: when the new worker answered /readyz, when it took the watcher's Lease, when each pod was seen
+NotReady (KWOK's part, not ours), and from every replica's history when its nudge arrived, when its workflow task
+left the dead worker's sticky queue and when a live worker started and completed it (bench/recovery_timeline.py).
 
 With `--workers 2` (issue 17) two workers share the task queue; the one leading the watcher is killed and not
 restarted: the standby carries on alone. The standby calls itself a worker of another host
@@ -24,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from activities.kubeapi import LEASES
-from bench import procs, replicas
+from bench import procs, recovery_timeline, replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
@@ -106,6 +107,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         stack_cpu = {k: round(v - stack_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
         changed = await changing
         ready_at, leader_at = await watching
+    phases = await recovery_timeline.read(cluster.client, namespace, killed)
     progress = [t.first(lambda s: s["ready_replicas"] == 0, after=killed) or 0.0 for t in pclqs.values()]
     not_ready = [t.first(lambda s: not s["ready"], after=killed) or 0.0 for t in pods.values()]
     all_progressed = max(progress) - killed
@@ -120,6 +122,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         "pods_patched_after_kill_s": round(changed - killed, 2),
         "pods_seen_notready_after_kill_s": summary([t - killed for t in not_ready]),
         "new_worker_cpu_s": round(worker_cpu, 1),
+        # from the histories: nudge arrived, sticky task timed out, a live worker started and completed the task
+        "recovery_phases": phases,
         "stack_cpu_s": stack_cpu,
         "targets": {"le_30s": all_progressed <= 30.0,
                     **({"first_change_le_5s": min(progress) - killed <= 5.0} if workers == 2 else {})},

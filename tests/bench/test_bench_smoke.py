@@ -111,6 +111,10 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     _positive_summary(results["progressed_after_kill_s"], 3)
     assert abs(results["all_progressed_after_kill_s"] - results["progressed_after_kill_s"]["max"]) < 0.01
     assert results["worker_ready_after_kill_s"] and results["watcher_lease_taken_after_kill_s"]
+    phases = results["recovery_phases"]  # read from the three replicas' histories
+    assert phases["workflows"] == 3 and phases["nudged_after_kill_s"]["n"] == 3
+    assert phases["task_completed_after_kill_s"]["n"] == 3
+    assert phases["nudged_after_kill_s"]["min"] <= phases["task_completed_after_kill_s"]["min"]
 
 
 async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStack) -> None:

@@ -1,0 +1,66 @@
+"""Where a replica's recovery after a worker kill spends its seconds, read from the workflow histories.
+
+For every replica workflow of a namespace, the first of each step after the kill: the watcher's nudge arrives
+(signal), the workflow task that nudge made times out on the dead worker's sticky queue and is scheduled on the
+shared task queue, a live worker starts that task (it replays the history unless it has the workflow cached) and
+completes it. Summed over the replicas, the phases show whether recovery waits on the Lease, on Temporal's sticky
+timeout or on the live workers' CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from temporalio.api.enums.v1 import TimeoutType
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from bench.stats import summary
+from workflows.contract import REPLICA_WORKFLOW
+
+STEPS = ("nudged", "sticky_timed_out", "task_started", "task_completed")
+
+
+def first_steps(events: list[Any], after: float) -> dict[str, float]:
+    """Seconds from `after` (the kill) to the first nudge, sticky timeout, task start and task completion."""
+    found: dict[str, float] = {}
+    for event in events:
+        at = event.event_time.ToDatetime().timestamp() - after
+        if at < 0:
+            continue
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            found.setdefault("nudged", at)
+        elif event.HasField("workflow_task_timed_out_event_attributes"):
+            if event.workflow_task_timed_out_event_attributes.timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
+                found.setdefault("sticky_timed_out", at)
+        elif event.HasField("workflow_task_started_event_attributes"):
+            found.setdefault("task_started", at)
+        elif event.HasField("workflow_task_completed_event_attributes"):
+            found.setdefault("task_completed", at)
+    return found
+
+
+async def read(client: Client, namespace: str, after: float, concurrency: int = 16) -> dict[str, Any]:
+    """The phases of every replica workflow of `namespace` (ids `pcs/<namespace>/...`), summarised."""
+    ids: list[tuple[str, str]] = []
+    async for listed in client.list_workflows(f"WorkflowType='{REPLICA_WORKFLOW}' AND ExecutionStatus='Running'"):
+        if listed.id.startswith(f"pcs/{namespace}/"):
+            ids.append((listed.id, listed.run_id))
+    gate = asyncio.Semaphore(concurrency)
+    steps: list[dict[str, float]] = []
+
+    async def one(workflow_id: str, run_id: str) -> None:
+        async with gate:
+            with contextlib.suppress(RPCError):
+                history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+                steps.append(first_steps(list(history.events), after))
+
+    await asyncio.gather(*(one(w, r) for w, r in ids))
+    replay_wait = [s["task_started"] - s["sticky_timed_out"] for s in steps
+                   if "task_started" in s and "sticky_timed_out" in s]
+    return {"workflows": len(steps),
+            "sticky_timeouts": sum(1 for s in steps if "sticky_timed_out" in s),
+            **{f"{step}_after_kill_s": summary([s[step] for s in steps if step in s]) for step in STEPS},
+            "queued_after_sticky_timeout_s": summary(replay_wait)}
