@@ -7,10 +7,10 @@ At quiet: worker CPU seconds (from /proc, since the first create), peak RSS (VmH
 Kubernetes requests by verb (worker /metrics), Temporal history events of every replica workflow
 (DescribeWorkflowExecution). Growth compares each size with the previous one, also per replica.
 
-The floor (issue 17) runs first on each size's stack, in a namespace of its own, before the product's worker
-starts: bench/direct.py creates the same PodCliqueSets and every replica's objects from the product's own plan and
-manifests on 8 threads, and bench/floor.py (its own process, one pod watch) removes each gate. Its objects stay
-while the product runs, which weighs on the product's side, never the floor's.
+The floor (issue 17) runs first, on a stack of its own: bench/direct.py creates the same PodCliqueSets and every
+replica's objects from the product's own plan and manifests on 8 threads, and bench/floor.py (its own process, one
+pod watch) removes each gate. Every floor and the product run on fresh stacks of their own (`--floors` picks the
+floors; all three by default), and each phase prints its figures as a JSON line when it ends.
 
 A second floor follows it (bench/temporal_floor.py): the same work, each replica's creates run as the one activity
 of one minimal workflow; then a third, the same with a local activity (one workflow task per replica). Between the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -40,35 +41,53 @@ TARGET_SIZE, TARGET_RATIO = 1000, 1.5  # issue 17: at 1,000 replicas, all releas
 TARGET_REQUESTS, TARGET_EVENTS = 10, 25  # issue 17: per 17-pod replica, PCS created to Available
 
 
+FLOORS = ("direct", "temporal", "local")  # the direct client; one workflow per replica with an activity, a local one
+
+
 async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), per_pcs: int = 10,
-              pods_per_replica: int = 1, timeout: float = 1800.0, profile: bool = False) -> dict[str, Any]:
+              pods_per_replica: int = 1, timeout: float = 1800.0, profile: bool = False,
+              floors: tuple[str, ...] = FLOORS) -> dict[str, Any]:
     results = []
     for size in sizes:
-        # Room for four sets of pods: the floors' stay while the product runs.
-        async with clusters.cluster(pods=4 * size * pods_per_replica) as cluster:
-            floor_result = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica, timeout)
-            orchestrated = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout)
-            local = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout, local=True)
+        # Each phase on a stack of its own (a borrowed stack is shared): a phase that ran on what the one before
+        # left behind would pay for it (at 5,000, 15,000 pods of the floors weighed on the product).
+        measured: dict[str, dict[str, Any]] = {}
+        for kind in floors:
+            async with clusters.cluster(pods=size * pods_per_replica) as cluster:
+                if kind == "direct":
+                    measured[kind] = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica,
+                                                             timeout)
+                else:
+                    measured[kind] = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout,
+                                                           local=kind == "local")
+            _progress(f"{kind} floor", size, measured[kind])
+        async with clusters.cluster(pods=size * pods_per_replica) as cluster:
             result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
-            result["floor"] = floor_result
-            result["temporal_floor"] = orchestrated
-            result["temporal_floor_local"] = local
-            result["all_released_vs_floor"] = ratio(result["all_released_s"], floor_result["all_released_s"])
-            result["all_released_vs_temporal_floor"] = ratio(result["all_released_s"], orchestrated["all_released_s"])
-            result["all_released_vs_temporal_floor_local"] = ratio(result["all_released_s"], local["all_released_s"])
-            for temporal in (orchestrated, local):
-                temporal["all_released_vs_floor"] = ratio(temporal["all_released_s"], floor_result["all_released_s"])
-            results.append(result)
+        _progress("product", size, result)
+        for kind, key in (("direct", "floor"), ("temporal", "temporal_floor"), ("local", "temporal_floor_local")):
+            if kind in measured:
+                result[key] = measured[kind]
+                result[f"all_released_vs_{key}"] = ratio(result["all_released_s"], measured[kind]["all_released_s"])
+                if kind != "direct" and "direct" in measured:
+                    measured[kind]["all_released_vs_floor"] = ratio(measured[kind]["all_released_s"],
+                                                                    measured["direct"]["all_released_s"])
+        results.append(result)
     targets = {f"all_released_le_{TARGET_RATIO:g}x_floor_at_{r['replicas']}": r["all_released_vs_floor"] <= TARGET_RATIO
-               for r in results if r["replicas"] == TARGET_SIZE and r["all_released_vs_floor"] is not None}
+               for r in results if r["replicas"] == TARGET_SIZE and r.get("all_released_vs_floor") is not None}
     if pods_per_replica == 17:  # issue 17's shape for these two: created to Available, every replica
         for r in results:
             targets[f"kube_requests_le_{TARGET_REQUESTS}_per_replica_at_{r['replicas']}"] = \
                 r["kube_requests_per_replica"] <= TARGET_REQUESTS
             targets[f"history_events_le_{TARGET_EVENTS}_every_replica_at_{r['replicas']}"] = \
                 r["history_events_per_replica"].get("max", float("inf")) <= TARGET_EVENTS
-    return {"per_pcs": per_pcs, "pods_per_replica": pods_per_replica, "sizes": results, "growth": _growth(results),
-            "targets": targets}
+    return {"per_pcs": per_pcs, "pods_per_replica": pods_per_replica, "floors": list(floors), "sizes": results,
+            "growth": _growth(results), "targets": targets}
+
+
+def _progress(phase: str, size: int, result: dict[str, Any]) -> None:
+    """Each phase's figures as soon as it ends: a later phase that fails or times out does not take them along."""
+    brief = {k: v for k, v in result.items() if not isinstance(v, dict | list) or k == "cpu_ms_per_replica"}
+    print(json.dumps({"b3_phase": phase, "replicas": size, **brief}), flush=True)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 ACCEPTS = {
     "b1": {"replicas", "interval", "profile", "backends"},
     "b2": {"replicas", "delay"},
-    "b3": {"sizes", "per_pcs", "profile", "pods_per_replica"},
+    "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors"},
     "b4": {"replicas", "window", "per_pcs"},
     "b5": {"replicas", "per_pcs", "profile", "workers"},
     "scale": {"replicas", "interval"},
@@ -36,6 +36,18 @@ def _backends(value: str | None) -> tuple[str, ...] | None:
     if not chosen or wrong or len(set(chosen)) != len(chosen):
         raise typer.BadParameter(f"{value!r}: a comma-separated list of distinct backends out of "
                                  f"{', '.join(names.BACKEND_VALUES)}", param_hint="'--backends'")
+    return chosen
+
+
+def _floors(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    from bench.b3_scale import FLOORS
+
+    chosen = tuple(f.strip() for f in value.split(",") if f.strip())
+    if any(f not in FLOORS for f in chosen) or len(set(chosen)) != len(chosen):
+        raise typer.BadParameter(f"{value!r}: a comma-separated list of distinct floors out of {', '.join(FLOORS)}",
+                                 param_hint="'--floors'")
     return chosen
 
 
@@ -84,6 +96,8 @@ def bench(
                                                              "of bench rollout: frontend, decode, 2 PCSG replicas)")] = None,
     worker_counts: Annotated[str | None, typer.Option(help="scaleout: comma-separated worker counts, each on a "
                                                            "fresh stack (1,2,3)")] = None,
+    floors: Annotated[str | None, typer.Option(help="b3: comma-separated floors measured beside the product, each on "
+                                                    "a fresh stack: direct, temporal, local (all three)")] = None,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
 ) -> None:
     """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
@@ -99,7 +113,7 @@ def bench(
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
                              "profile": profile or None,
                              "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
-                             "backends": _backends(backends)}
+                             "backends": _backends(backends), "floors": _floors(floors)}
     if pods_per_replica is not None and pods_per_replica not in (1, 17):
         raise typer.BadParameter(f"{pods_per_replica}: 1 or 17", param_hint="'--pods-per-replica'")
     given = {k: v for k, v in given.items() if v is not None}

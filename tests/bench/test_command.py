@@ -13,6 +13,9 @@ from worker.cli import app
     (["scaleout", "--worker-counts", "0,2"], "--worker-counts"),
     (["b3", "--pods-per-replica", "5"], "--pods-per-replica"),
     (["b1", "--worker-counts", "2"], "--worker-counts"),
+    (["b3", "--floors", "direct,grove"], "--floors"),
+    (["b3", "--floors", "direct,direct"], "--floors"),
+    (["b5", "--floors", "direct"], "--floors"),
 ])
 def test_a_bad_option_is_refused_by_name_and_starts_nothing(args: list[str], named: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
