@@ -26,29 +26,29 @@ ACCEPTS = {
 }
 
 
-def _backends(value: str | None) -> tuple[str, ...] | None:
+def _distinct(value: str | None, allowed: tuple[str, ...], what: str, option: str, *,
+              may_be_empty: bool = False) -> tuple[str, ...] | None:
+    """A comma-separated list of distinct names out of `allowed`; anything else is refused naming `option`."""
     if value is None:
         return None
+    chosen = tuple(c.strip() for c in value.split(",") if c.strip())
+    if (not chosen and not may_be_empty) or any(c not in allowed for c in chosen) or len(set(chosen)) != len(chosen):
+        raise typer.BadParameter(f"{value!r}: a comma-separated list of distinct {what} out of {', '.join(allowed)}",
+                                 param_hint=f"'{option}'")
+    return chosen
+
+
+def _backends(value: str | None) -> tuple[str, ...] | None:
     from grove import names
 
-    chosen = tuple(b.strip() for b in value.split(",") if b.strip())
-    wrong = [b for b in chosen if b not in names.BACKEND_VALUES]
-    if not chosen or wrong or len(set(chosen)) != len(chosen):
-        raise typer.BadParameter(f"{value!r}: a comma-separated list of distinct backends out of "
-                                 f"{', '.join(names.BACKEND_VALUES)}", param_hint="'--backends'")
-    return chosen
+    return _distinct(value, names.BACKEND_VALUES, "backends", "--backends")
 
 
 def _floors(value: str | None) -> tuple[str, ...] | None:
-    if value is None:
-        return None
     from bench.b3_scale import FLOORS
 
-    chosen = tuple(f.strip() for f in value.split(",") if f.strip())
-    if any(f not in FLOORS for f in chosen) or len(set(chosen)) != len(chosen):
-        raise typer.BadParameter(f"{value!r}: a comma-separated list of distinct floors out of {', '.join(FLOORS)}",
-                                 param_hint="'--floors'")
-    return chosen
+    # empty: the product alone
+    return _distinct(value, FLOORS, "floors", "--floors", may_be_empty=True)
 
 
 def _worker_counts(value: str | None) -> tuple[int, ...] | None:

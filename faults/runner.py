@@ -626,7 +626,6 @@ class FaultRun:
             "round_reports": [asdict(r) for r in self.rounds],
         }
 
-
     def _slowest_deletions(self, count: int = 10, before: float = 60.0) -> list[dict[str, Any]]:
         """The slowest gang-termination deletions, each with every step the injector began from `before` seconds
         ahead of its deadline until our watch saw it (offsets from the deadline): what a slow one ran into."""
