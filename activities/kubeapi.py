@@ -520,7 +520,9 @@ class ListWatch:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff = backoff
         self.relists = 0  # lists after the first
-        self.listing = False  # on_event is being called for the items of a LIST (not for a watch event)
+        # While on_event is called for a LIST's items and the deletions it found: that LIST's resourceVersion, which
+        # every one of those changes is at or before. None while it is called for a watch event.
+        self.listed_at: str | None = None
         # The resourceVersion every change up to which has been handed to on_event (a LIST's own, then each watch
         # event's and bookmark's); None before the first list. Read from other threads: a str swap is atomic.
         self.resource_version: str | None = None
@@ -571,21 +573,21 @@ class ListWatch:
             self.relists += 1
         items = listing.get("items") or []
         listed = {obj["metadata"]["uid"]: obj for obj in items}
-        for uid, (_, kept) in list(self._known.items()):
-            if uid not in listed:
-                del self._known[uid]
-                self.on_event("DELETED", kept, relisted)
-        self.listing = True
+        version = str(listing["metadata"]["resourceVersion"])
+        self.listed_at = version
         try:
+            for uid, (_, kept) in list(self._known.items()):
+                if uid not in listed:
+                    del self._known[uid]
+                    self.on_event("DELETED", kept, relisted)
             for uid, obj in listed.items():
-                version = obj["metadata"].get("resourceVersion", "")
+                item_version = obj["metadata"].get("resourceVersion", "")
                 before = self._known.get(uid)
-                if before is None or before[0] != version:
-                    self._known[uid] = (version, self.keep(obj))
+                if before is None or before[0] != item_version:
+                    self._known[uid] = (item_version, self.keep(obj))
                     self.on_event("ADDED" if before is None else "MODIFIED", obj, relisted)
         finally:
-            self.listing = False
-        version = str(listing["metadata"]["resourceVersion"])
+            self.listed_at = None
         self.resource_version = version
         if self.on_synced is not None:
             self.on_synced(items)

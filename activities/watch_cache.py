@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 CACHED_SELECTOR = f"{names.LABEL_MANAGED_BY} in ({names.MANAGED_BY},{names.GROVE_OPERATOR_MANAGED_BY})"
 REPLICA_KINDS = (PODCLIQUES, PODS, PODGANGS, SCALINGGROUPS)
 
-# (kind, event type, object, relisted, listing): called on the ListWatch's thread, after the store has the change.
-Subscriber = Callable[[Resource, str, JSON, bool, bool], None]
+# (kind, event type, object, relisted, listed_at): called on the ListWatch's thread, after the store has the change.
+# listed_at: for an item of a LIST or a deletion it found, the LIST's resourceVersion; None for a watch event.
+Subscriber = Callable[[Resource, str, JSON, bool, str | None], None]
 ReplicaIndex = tuple[str, str, str]  # (namespace, PodCliqueSet name, replica index as labelled)
 
 
@@ -155,7 +156,7 @@ class WatchCache:
                 else:
                     store.put(obj)
             for subscriber in self._subscribers:
-                subscriber(store.resource, kind, obj, relisted, made[0].listing)
+                subscriber(store.resource, kind, obj, relisted, made[0].listed_at)
 
         def on_synced(_items: list[JSON]) -> None:
             store.synced.set()

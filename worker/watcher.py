@@ -244,10 +244,10 @@ class Watcher:
         if self._following is None:
             loop = asyncio.get_running_loop()
 
-            def heard(resource: Resource, kind: str, obj: JSON, _relisted: bool, listing: bool) -> None:
+            def heard(resource: Resource, kind: str, obj: JSON, _relisted: bool, listed_at: str | None) -> None:
                 feed = self._feeds.get(resource.kind)
                 if feed is not None and (feed is self.pcs_feed or ours(obj)):
-                    loop.call_soon_threadsafe(self._on_event, feed, kind, obj, listing)
+                    loop.call_soon_threadsafe(self._on_event, feed, kind, obj, listed_at)
 
             self.cache.subscribe(heard)
             self._following = asyncio.ensure_future(asyncio.to_thread(self.cache.start))
@@ -310,8 +310,10 @@ class Watcher:
         return f"no nudge has reached Temporal for {time.monotonic() - since:.0f}s (plus the client's retries)"
 
     # --- event handling (event loop thread) -----------------------------------------------------------------
-    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON, listed: bool = False) -> None:
+    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON, listed_at: str | None = None) -> None:
+        """`listed_at`: the LIST's resourceVersion when the change was found by a (re)list, None for a watch event."""
         key = _key(obj)
+        listed = listed_at is not None
         previous = feed.known.get(key)
         if kind == "DELETED":
             feed.known.pop(key, None)
@@ -330,7 +332,9 @@ class Watcher:
         # it just changed: a change made and undone meanwhile (scaled 2 -> 4 -> 2 while another worker led) leaves
         # only old resourceVersions behind, which the workflow's last read already covers. Such nudges carry no
         # versions: the workflow reads the apiserver for them (fault run seed 42, round 3: surplus pods left for
-        # minutes). Runs begun before replica-baseline-5 judge them by this process's clock (workflows/nudges.py).
+        # minutes). So do deletions a relist found: their own version is the last one this process saw, which that
+        # read may cover too, and the deletion would go unseen. Runs begun before replica-baseline-5 judge them by
+        # this process's clock (workflows/nudges.py).
         versions = None if listed else _versions_of(feed.resource, obj)
         if feed is self.pcs_feed:
             self._pcs_changed(key, obj, previous[1] if previous else None, versions)

@@ -29,20 +29,29 @@ def _cm(name: str, value: str) -> JSON:
 def test_a_relist_hands_over_what_changed_while_nobody_watched_deletions_first(kube_json: Kube,
                                                                                namespace: str) -> None:
     seen: list[tuple[str, str, bool]] = []
-    lw = ListWatch(kube_json, CONFIGMAPS, namespace, lambda kind, obj, relisted: seen.append(
-        (kind, obj["metadata"]["name"], relisted)), label_selector="lw=yes")
+    listed_at: list[str | None] = []
+
+    def heard(kind: str, obj: JSON, relisted: bool) -> None:
+        seen.append((kind, obj["metadata"]["name"], relisted))
+        listed_at.append(lw.listed_at)
+
+    lw = ListWatch(kube_json, CONFIGMAPS, namespace, heard, label_selector="lw=yes")
     kube_json.create(CONFIGMAPS, namespace, _cm("a", "1"))
     kube_json.create(CONFIGMAPS, namespace, _cm("b", "1"))
-    lw._list(relisted=False)
+    first = lw._list(relisted=False)
     assert sorted(seen) == [("ADDED", "a", False), ("ADDED", "b", False)]
+    assert listed_at == [first, first], "each item is handed over as of its LIST's resourceVersion"
     seen.clear()
+    listed_at.clear()
     kube_json.delete(CONFIGMAPS, namespace, "b")
-    kube_json.patch(CONFIGMAPS, namespace, "a", {"data": {"v": "2"}})
+    changed = kube_json.patch(CONFIGMAPS, namespace, "a", {"data": {"v": "2"}})
     kube_json.create(CONFIGMAPS, namespace, _cm("c", "1"))
-    lw._list(relisted=True)
+    second = lw._list(relisted=True)
     assert seen[0] == ("DELETED", "b", True)
     assert sorted(seen[1:]) == [("ADDED", "c", True), ("MODIFIED", "a", True)]
-    assert lw.relists == 1
+    assert listed_at == [second] * 3, "a deletion a relist found too: its own last version is older than the LIST"
+    assert int(second) >= int(changed["metadata"]["resourceVersion"]) > int(first)
+    assert lw.listed_at is None and lw.relists == 1
     seen.clear()
     lw._list(relisted=True)
     assert seen == [], "an unchanged object is not handed over again"
@@ -50,11 +59,17 @@ def test_a_relist_hands_over_what_changed_while_nobody_watched_deletions_first(k
 
 def test_live_events_in_order_then_a_prompt_stop_without_an_error(kube_json: Kube, namespace: str) -> None:
     seen: list[tuple[str, str]] = []
+    listed: list[str | None] = []
     errors: list[Exception] = []
     synced = threading.Event()
-    lw = ListWatch(kube_json, CONFIGMAPS, namespace, lambda kind, obj, _r: seen.append(
-        (kind, obj["metadata"]["name"])), label_selector="lw=yes", on_synced=lambda _items: synced.set(),
-        on_error=lambda error, _delay: errors.append(error)).start()
+
+    def heard(kind: str, obj: JSON, _relisted: bool) -> None:
+        seen.append((kind, obj["metadata"]["name"]))
+        listed.append(lw.listed_at)
+
+    lw = ListWatch(kube_json, CONFIGMAPS, namespace, heard, label_selector="lw=yes",
+                   on_synced=lambda _items: synced.set(), on_error=lambda error, _delay: errors.append(error))
+    lw.start()
     assert synced.wait(10)
     kube_json.create(CONFIGMAPS, namespace, _cm("x", "1"))
     kube_json.patch(CONFIGMAPS, namespace, "x", {"data": {"v": "2"}})
@@ -63,6 +78,7 @@ def test_live_events_in_order_then_a_prompt_stop_without_an_error(kube_json: Kub
     while len(seen) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert seen == [("ADDED", "x"), ("MODIFIED", "x"), ("DELETED", "x")]
+    assert listed == [None, None, None], "watch events stand for their own versions, not a LIST's"
     began = time.monotonic()
     lw.stop(join_seconds=5)
     assert time.monotonic() - began < 2, "stop closes the open stream instead of waiting for its timeout"

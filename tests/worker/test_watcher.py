@@ -325,6 +325,12 @@ def test_the_workflows_own_steps_wake_nobody_and_everything_else_does() -> None:
     nudged.clear()
     watcher._on_event(pod, "ADDED", _replica_object("Pod", "p-0-a-1", 7, gated=True))
     watcher._on_event(pod, "MODIFIED", _replica_object("Pod", "p-0-a-1", 8, node="n1"))  # ungated and bound at once
-    watcher._on_event(pod, "ADDED", _replica_object("Pod", "p-0-a-2", 9, gated=True), listed=True)
+    watcher._on_event(pod, "ADDED", _replica_object("Pod", "p-0-a-2", 9, gated=True), listed_at="12")
     watcher._on_event(pclq, "MODIFIED", _replica_object("PodClique", "p-0-a", 10) | {"spec": {"replicas": 2}})
     assert nudged == [8, None, 10], "more than the gate changed; found by a relist; a PodClique scaled"
+
+    nudged.clear()
+    # A deletion found by a relist carries no version either: the last one this process saw of the pod may be one the
+    # workflow's read already covers, and the nudge would find nothing new.
+    watcher._on_event(pod, "DELETED", _replica_object("Pod", "p-0-a-2", 9, gated=True), listed_at="30")
+    assert nudged == [None]
