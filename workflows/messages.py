@@ -97,7 +97,7 @@ class CachedObserveRequest(Message):
 class ReplicaSnapshot(Message):
     """One replica as an activity read it, in one call."""
 
-    read_at: AwareDatetime = Field(description="activity clock, for humans; decisions use workflow time")
+    read_at: AwareDatetime = Field(description="activity clock: for humans, and the earliest a round deciding on this read may decide at (READ_TIME_FLOOR_PATCH); decisions otherwise use workflow time")
     read_from: AwareDatetime | None = Field(
         default=None, description="activity clock just before the first read: nudges sent before it are covered")
     read_versions: dict[str, int] = Field(

@@ -90,6 +90,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_3_PATCH,
         REPLICA_BASELINE_4_PATCH,
         REPLICA_BASELINE_5_PATCH,
+        REPLICA_BASELINE_6_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -142,6 +143,14 @@ ONE_SAFETY_TIMER_PATCH = "one-safety-timer"
 # history has a read from the watch cache; "Missing associated machine for LocalActivity(22)"). Workflow time still
 # stamps when a breach or progress began; a replay may stamp it later, which moves only a timer's length.
 TIMER_JUDGED_PATCH = "timer-judged-deadlines"
+# The decision time is never earlier than the moment the round's read was taken (the activity's clock, recorded in
+# the history with its result, so the same in every replay). A worker that took a workflow over after a SIGKILL was
+# seen to run its first round at the time of the last task the dead worker completed, though a replay of the same
+# history ran it at the new task's: the wait had ended in the activation of that old task, with the new nudges in it.
+# The round stamped a breach it had just read with the old time, 3.2 s before the pod broke, and its 4 s deadline
+# had as good as passed (tests/e2e/test_crash_recovery.py, relisted nudges carrying versions). Stamped at the read,
+# a breach never begins before the observation that showed it; a worker clock ahead of Temporal's makes it later.
+READ_TIME_FLOOR_PATCH = "decision-time-after-read"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -154,9 +163,11 @@ REPLICA_BASELINE_2 = REPLICA_BASELINE | {DECISION_TIME_PATCH}
 REPLICA_BASELINE_3 = REPLICA_BASELINE_2 | {ONE_SAFETY_TIMER_PATCH, TIMER_JUDGED_PATCH}
 REPLICA_BASELINE_4 = REPLICA_BASELINE_3 | {NUDGED_FLOOR_PATCH}
 REPLICA_BASELINE_5 = REPLICA_BASELINE_4 | {UNVERSIONED_COUNTED_PATCH}
+REPLICA_BASELINE_6 = REPLICA_BASELINE_5 | {READ_TIME_FLOOR_PATCH}
 # Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
 # the first); worker/history_activities.patches_in reads histories by the same table.
-REPLICA_BASELINES = ((REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
+REPLICA_BASELINES = ((REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
+                     (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
                      (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
                      (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
 
@@ -196,6 +207,7 @@ class ReplicaWorkflow:
         self._decision_time: datetime | None = None  # workflow time as of the last replay-safe point (see the patch)
         self._one_safety_timer = False  # decided once per run, by ONE_SAFETY_TIMER_PATCH
         self._timer_judged = False  # decided once per run, by TIMER_JUDGED_PATCH
+        self._read_time_floor = False  # decided once per run, by READ_TIME_FLOOR_PATCH
         self._safety_timer: asyncio.Task[None] | None = None  # the running safety-resync timer (that patch)
         self._safety_fired = False
 
@@ -213,6 +225,7 @@ class ReplicaWorkflow:
         self._stable_time = self._patched(DECISION_TIME_PATCH)
         self._one_safety_timer = self._patched(ONE_SAFETY_TIMER_PATCH)
         self._timer_judged = self._patched(TIMER_JUDGED_PATCH)
+        self._read_time_floor = self._patched(READ_TIME_FLOOR_PATCH)
         self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
@@ -313,7 +326,13 @@ class ReplicaWorkflow:
         if not snapshot.from_cache:
             self._fresh_next = False
         self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
+        self._not_before(snapshot)
         return snapshot
+
+    def _not_before(self, snapshot: ReplicaSnapshot) -> None:
+        """Under READ_TIME_FLOOR_PATCH, decide no earlier than the moment this read was taken."""
+        if self._read_time_floor and self._decision_time is not None and snapshot.read_at > self._decision_time:
+            self._decision_time = snapshot.read_at
 
     def _may_read_cache(self) -> bool:
         """Not when this round may delete or recreate (a fresh read was asked for, a rolling update turn or an
@@ -454,6 +473,7 @@ class ReplicaWorkflow:
             self._problems, self._held = (str(err.message),), True
             return snapshot
         self._nudges.observed(result.snapshot, None, reading)
+        self._not_before(result.snapshot)
         if result.created or result.deleted or result.updated:
             workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
                                  len(result.updated), len(result.deleted), list(result.deleted))

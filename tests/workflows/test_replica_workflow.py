@@ -54,7 +54,7 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_5_PATCH
+from workflows.patches import REPLICA_BASELINE_6_PATCH
 from workflows.replica import ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
@@ -88,15 +88,20 @@ class ScriptedCluster:
         self.cache_ready: int | None = None  # what the watch cache says, where it lags the cluster
         self.mirror_failures = 0  # the next this many status mirrors fail (kube-apiserver unreachable)
         self.cache_delay = 0.0  # seconds each read from the watch cache takes (a loaded worker)
+        self.read_clock_ahead = timedelta(0)  # the activity clock's lead over workflow time, as read_at says
+        self.breached_reads: list[datetime] = []  # read_at of every read that showed a PodClique short of Ready
         self._lock = threading.Lock()
 
     def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
         now = datetime.now(UTC)
+        read_at = now + self.read_clock_ahead
         with self._lock:
             cliques = {unit.name: CliqueState(uid=f"{unit.name}-{self.incarnation}", pods=2,
                                               ready=self.ready if ready is None else ready,
                                               scheduled=2) for unit in self.topology.cliques}
-        return ReplicaSnapshot(read_at=now, read_from=now, pcs_state=PcsState.PRESENT, wanted_replicas=1,
+            if any(clique.ready < 2 for clique in cliques.values()):
+                self.breached_reads.append(read_at)
+        return ReplicaSnapshot(read_at=read_at, read_from=now, pcs_state=PcsState.PRESENT, wanted_replicas=1,
                                topology=self.topology, cliques=cliques)
 
     def activities(self) -> list[object]:
@@ -205,6 +210,24 @@ async def test_a_breach_is_terminated_once_by_the_durable_timer_never_before_its
         assert "BreachDetected" in cluster.events
         # Every activity, the termination included, is retried 20 s after its worker is lost (worker/heartbeats.py)
         assert _heartbeat_timeouts(await handle.fetch_history()) == {contract.ACTIVITY_HEARTBEAT_TIMEOUT}
+
+
+async def test_a_breach_never_begins_before_the_read_that_showed_it(client: Client) -> None:
+    """The round's decision time is not earlier than its read (READ_TIME_FLOOR_PATCH). A worker that took a workflow
+    over after a SIGKILL ran its first round at the dead worker's last task time, and stamped a breach it had just
+    read seconds before the pod broke; here the read is taken 30 s after the workflow's own time, as then."""
+    cluster = ScriptedCluster(_pcs("stamp"))
+    cluster.read_clock_ahead = timedelta(seconds=30)
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        await _breach(cluster, handle)
+        await _until(handle, lambda s: bool(s.deadlines))
+        deadline = (await _status(handle)).deadlines[0]
+    assert cluster.breached_reads, "a read showed the breach"
+    assert deadline.breach_start >= cluster.breached_reads[0], (
+        f"breach stamped {cluster.breached_reads[0] - deadline.breach_start} before the read that showed it")
+    assert deadline.due_at == deadline.breach_start + DELAY
 
 
 def _heartbeat_timeouts(history: WorkflowHistory) -> set[timedelta]:
@@ -348,7 +371,7 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_5_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_6_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
             contract.LOCAL_ACTIVITIES_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
