@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from activities.kubeapi import LEASES
-from bench import procs, recovery_timeline, replicas
+from bench import interrupt, procs, recovery_timeline, replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
@@ -58,7 +58,7 @@ def _watch_worker(cluster: BenchCluster, worker: WorkerProcess, timeout: float) 
             ready_at = time.time()
         if not leader_at and _lease_holder(cluster, worker) == worker.identity:
             leader_at = time.time()
-        time.sleep(0.1)
+        interrupt.pause(0.1)
     return ready_at, leader_at
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from activities.kubeapi import SCALINGGROUPS
+from bench import interrupt
 from bench.cluster import BenchCluster, Clusters
 from bench.env import REPO
 from bench.observer import Observer, Tracked
@@ -105,7 +106,7 @@ def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, line: bytes) -> Non
     while line not in log.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the scale floor did not start; see {log}")
-        time.sleep(0.1)
+        interrupt.pause(0.1)
 
 
 async def run(clusters: Clusters, *, replicas: int = 20, interval: float = 1.5, timeout: float = 300.0) -> dict[str, Any]:

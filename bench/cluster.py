@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kubeapi import Kube, KubeError, Resource
-from bench import procs
+from bench import interrupt, procs
 from localstack.workerproc import WorkerProcess
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class BenchCluster:
         while self.kube.get(SERVICEACCOUNTS, name, "default") is None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {name}: no default ServiceAccount after 60s")
-            time.sleep(0.05)
+            interrupt.pause(0.05)
         return name
 
     def worker(self, namespace: str, *, name: str = "", extra_env: dict[str, str] | None = None) -> WorkerProcess:

@@ -103,7 +103,7 @@ def bench(
     """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
     import asyncio
 
-    from bench import report
+    from bench import interrupt, report
     from bench.runner import run_scenario
 
     if scenario not in ACCEPTS:
@@ -120,7 +120,19 @@ def bench(
     wrong = sorted(set(given) - ACCEPTS[scenario])
     if wrong:
         raise typer.BadParameter(f"{scenario} does not take {', '.join('--' + w.replace('_', '-') for w in wrong)}")
-    result = asyncio.run(run_scenario(scenario, given))
+    async def measured() -> dict[str, Any]:
+        task = asyncio.current_task()
+        assert task is not None
+        interrupt.on_signals(task)
+        return await run_scenario(scenario, given)
+
+    try:
+        result = asyncio.run(measured())
+    except (asyncio.CancelledError, interrupt.Interrupted) as stopped:
+        if not interrupt.STOP.is_set():
+            raise
+        typer.echo("bench: stopped before it finished; nothing written, the stack is down", err=True)
+        raise typer.Exit(130) from stopped
     report.render(result)
     path = report.write(result, out)
     typer.echo(f"wrote {path}")

@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from activities.kubeapi import JSON, PODS, Kube, ListWatch
+from bench import interrupt
 from bench.env import REPO
 from grove import manifests, names
 from grove.plan import plan_replica
@@ -107,7 +108,7 @@ def start(kubeconfig: Path, namespace: str, base_pods: int, log: Path) -> subpro
     while b"floor: watching" not in log.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the floor script did not start; see {log}")
-        time.sleep(0.1)
+        interrupt.pause(0.1)
     return proc
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch
+from bench import interrupt
 from grove import names
 
 SELECTOR = names.managed_selector()
@@ -125,7 +126,7 @@ class Observer:
         while time.monotonic() < deadline:
             if predicate():
                 return time.time()
-            time.sleep(interval)
+            interrupt.pause(interval)
         raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
     # --- the watches ----------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from activities.kubeapi import JSON, PODCLIQUESETS, PODS, Kube, ListWatch
+from bench import interrupt
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer, Tracked
 from bench.sampling import Delta, Reading, wait_quiet
@@ -264,6 +265,7 @@ class FloorRollout:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError("floor: timed out")
+                interrupt.check()
                 self.changed.wait(min(left, 1.0))
 
     def roll_replica(self, new_bodies: dict[str, JSON], pcs: str, replica: int, timeout: float) -> None:
@@ -280,6 +282,7 @@ class FloorRollout:
         while any(p < len(c) for p, c in zip(position, components, strict=True)):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"floor: replica {prefix} not updated")
+            interrupt.check()
             for i, units in enumerate(components):
                 if position[i] >= len(units):
                     continue
@@ -329,6 +332,7 @@ class FloorRollout:
                 self.changed.wait(2.0)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"floor: {len(missing)} pods missing after the roll")
+            interrupt.check()
             with self.changed:
                 missing = [n for n in missing if n not in self.pods]
             self._refresh(missing)
@@ -337,7 +341,7 @@ class FloorRollout:
             for name in gone:
                 self.create(bodies[name])
             if gone:
-                time.sleep(2.0)
+                interrupt.pause(2.0)
 
 
 async def _floor(cluster: BenchCluster, observer: Observer, counts: dict[str, int], timeout: float) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from activities.kubeapi import JSON, PODCLIQUESETS, PODS, Kube
+from bench import interrupt
 from bench.observer import Observer, Tracked
 from grove import names
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
@@ -83,10 +84,10 @@ def all_released(pods: Iterable[Tracked]) -> bool:
 
 
 def sleep_until(deadline: float) -> None:
-    """time.sleep up to a wall-clock moment (no-op once past)."""
+    """time.sleep up to a wall-clock moment (no-op once past); a stop ends it (bench/interrupt.py)."""
     remaining = deadline - time.time()
     if remaining > 0:
-        time.sleep(remaining)
+        interrupt.pause(remaining)
 
 
 def pcs_uid(kube: Kube, namespace: str, name: str) -> str:

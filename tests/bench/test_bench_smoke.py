@@ -8,8 +8,10 @@ it is a correctness property, not a figure.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +160,61 @@ def test_cli_writes_the_json(tmp_path: Path) -> None:
     assert result["command"].endswith("bench b2 --replicas 2 --delay 2 --out " + str(tmp_path))
     assert "late_observed_s" in done.stdout and str(path) in done.stdout
     _envelope_ok(result, "b2")
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid`, from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_stopped_bench_tears_its_stack_down(tmp_path: Path) -> None:
+    """SIGTERM (or Ctrl-C) while a scenario waits: the bench stops its workers and its stack, says so, exits 130 and
+    writes nothing (a stopped run used to sit in the scenario's wait until its timeout)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "bench", "b4", "--replicas", "2", "--window", "300", "--out",
+         str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("stack ready"):
+                break
+        assert lines and lines[-1].startswith("stack ready"), "".join(lines)
+        stack_processes = _descendants(proc.pid)
+        assert len(stack_processes) >= 5, "temporal, etcd, kube-apiserver, the scheduler, KWOK, ..."
+        time.sleep(8)  # into the scenario's waits: replicas created, settling or idling
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+        stopped_in = time.monotonic() - began
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "stopped before it finished" in rest and "the stack is down" in rest
+    assert stopped_in < 60, f"took {stopped_in:.0f}s to stop"
+    assert not [pid for pid in stack_processes if _alive(pid)], "a stack process outlived the bench"
+    assert not list(tmp_path.iterdir()), "no JSON for a run that did not finish"
 
 
 async def test_rollout_against_the_floor(stack: LocalStack) -> None:
