@@ -25,6 +25,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from activities.backend import detect
@@ -137,11 +138,12 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
             return observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), within,
                                  f"temporal floor ({kind}): {pods_total} pods released", 0.25)
 
-        result = await temporal_floor.run_all(cluster.client, cluster.kube, created, backend, FLOOR_THREADS,
-                                              released, timeout, local=local)
+        result = await temporal_floor.run_all(cluster.client, Path(cluster.stack.kubeconfig), created, backend,
+                                              FLOOR_THREADS, released, timeout,
+                                              cluster.log_dir / f"temporal-floor-{kind}-{size}.log", local=local)
     began = result.pop("t0")
     stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
-    # The floor's worker is this bench process: its CPU is not told apart from the observer's, so none is given.
+    stack_cpu["worker"] = result["worker_cpu_s"]  # the floor's own worker process
     result.update(backend=backend, all_released_s=round(result["all_released_s"] + (began - t0), 2),
                   kube_requests_per_replica=round((len(created) + result.pop("requests") + pods_total) / size, 2),
                   stack_cpu_s=stack_cpu, cpu_ms_per_replica=_per_replica(stack_cpu, size))

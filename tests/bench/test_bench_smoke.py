@@ -89,9 +89,12 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert orchestrated["workflows"] == size["replicas"] and orchestrated["all_released_s"] > 0
         assert orchestrated["kube_requests_per_replica"] == floor["kube_requests_per_replica"]
         assert orchestrated["history_events_per_replica"] == 11  # started, 2 workflow tasks, 1 activity, completed
+        # its worker is a process of its own, as the product's: its CPU is the floor's, not the bench's
+        assert orchestrated["worker_cpu_s"] > 0 and orchestrated["cpu_ms_per_replica"]["worker"] > 0
         local = size["temporal_floor_local"]  # the same with a local activity: started, 1 task, a marker, completed
         assert local["history_events_per_replica"] == 6, local
         assert local["kube_requests_per_replica"] == orchestrated["kube_requests_per_replica"]
+        assert local["worker_cpu_s"] > 0
     (growth,) = results["growth"]
     assert growth["size_ratio"] == 2.0
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
