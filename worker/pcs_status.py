@@ -46,7 +46,7 @@ class PcsStatusWriter:
         self.writes = 0  # PATCHes sent (tests, metrics)
         cache.subscribe(self._heard)
 
-    def _heard(self, resource: Resource, _kind: str, obj: JSON, _relisted: bool, _listing: bool) -> None:
+    def _heard(self, resource: Resource, _kind: str, obj: JSON, _relisted: bool, _listed_at: str | None) -> None:
         meta = obj.get("metadata") or {}
         if resource.kind == PODCLIQUESETS.kind:
             key = (meta.get("namespace") or "", meta.get("name") or "")

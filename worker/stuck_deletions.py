@@ -59,7 +59,7 @@ class StuckDeletionSweeper:
         self.finished: list[str] = []  # namespace/name of each PodClique deleted again (tests)
         cache.subscribe(self._heard)
 
-    def _heard(self, resource: Resource, kind: str, obj: JSON, _relisted: bool, _listing: bool) -> None:
+    def _heard(self, resource: Resource, kind: str, obj: JSON, _relisted: bool, _listed_at: str | None) -> None:
         if resource.kind != PODCLIQUES.kind:
             return
         meta = obj.get("metadata") or {}
