@@ -64,6 +64,13 @@ class RecreateCall:
     read_at: datetime | None = None  # when the read the step was decided on was scheduled (observe or ensure)
 
 
+@dataclass(frozen=True)
+class ReadDigest:
+    read_at: datetime
+    short: frozenset[str] | None  # UIDs of the PodClique incarnations short of minAvailable (None: no topology)
+    missing: bool = False  # a PodClique of the topology was not there at all
+
+
 @dataclass
 class RunDigest:
     """What one run's history holds that the checks need."""
@@ -78,6 +85,8 @@ class RunDigest:
     # Deletions (terminate_gang, recreate_for_update) scheduled while the read in force came from the watch cache:
     # each is a decision taken on cached state alone (issue 17 forbids it). Event ids.
     decided_on_cache: list[int] = field(default_factory=list)
+    # Every read a round decided on: when it was taken (read_at, the activity's clock) and what it showed short.
+    reads: list[ReadDigest] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +106,10 @@ class WorkflowDigest:
     def recreations(self) -> list[RecreateCall]:
         return [r for run in self.runs for r in run.recreations]
 
+    @property
+    def reads(self) -> list[ReadDigest]:
+        return [r for run in self.runs for r in run.reads]
+
 
 def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> RunDigest:
     """Walk one run's events in order.
@@ -115,11 +128,18 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
         digest.observations += 1
         topology = snapshot.topology
         if topology is None:
+            digest.reads.append(ReadDigest(snapshot.read_at, None))
             return
+        short, missing = set(), False
         for unit in topology.cliques:
             state = snapshot.cliques.get(unit.name)
             if state is not None and not state.terminating and state.ready >= unit.min_available:
                 digest.available_uids.add(state.uid)
+            elif state is not None:
+                short.add(state.uid)
+            else:
+                missing = True
+        digest.reads.append(ReadDigest(snapshot.read_at, frozenset(short), missing))
 
     def on_scheduled(name: str) -> None:
         nonlocal pending

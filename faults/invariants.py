@@ -3,8 +3,10 @@ and the workflow histories (never from the status the product mirrors onto the o
 
 | invariant     | from                                                    | holds when                                     |
 |---------------|---------------------------------------------------------|------------------------------------------------|
-| never-early   | history (terminate_gang scheduled time and request),    | scheduled >= deadline = breach_start + delay; |
-|               | our PodClique watch (deletionTimestamp, arrival)        | every deleted incarnation marked >= deadline   |
+| never-early   | history (terminate_gang scheduled time and request,     | scheduled >= deadline = breach_start + delay; |
+|               | the reads rounds decided on), our PodClique watch       | every deleted incarnation marked >= deadline;  |
+|               | (deletionTimestamp, arrival)                            | a read at or before breach_start showed one of |
+|               |                                                         | the terminated incarnations short              |
 | exactly-once  | history, Events, our PodClique watch                    | one termination per breach; a breach of a      |
 |               |                                                         | recreated target starts after the termination; |
 |               |                                                         | GangTerminated Events <= terminations; no      |
@@ -33,6 +35,7 @@ from faults.recorder import PclqRecord, PodEvent, PodState
 from grove import names
 from grove.plan import ReplicaPlan
 from grove.termination import Scope
+from workflows.messages import TerminateRequest
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHistory
@@ -115,6 +118,10 @@ def never_early(digests: dict[ReplicaKey, WorkflowDigest], pclqs: dict[str, Pclq
                 elif request.breach_start + request.delay != request.deadline:
                     found.violate(NEVER_EARLY, f"deadline/{call.key}", f"{key}: deadline {request.deadline} is not "
                                   f"breach start {request.breach_start} + delay {request.delay}")
+                elif not _breach_seen_by(digest, request):
+                    found.violate(NEVER_EARLY, f"stamped/{call.key}", f"{key}: breach start "
+                                  f"{request.breach_start.isoformat()} is before any read that showed "
+                                  f"{', '.join(sorted(request.cliques))} short")
             if call.scheduled_at < request.deadline:
                 found.violate(NEVER_EARLY, f"scheduled/{call.key}", f"{key}: terminate_gang scheduled at "
                               f"{call.scheduled_at.isoformat()}, before its deadline {request.deadline.isoformat()}")
@@ -136,6 +143,22 @@ def never_early(digests: dict[ReplicaKey, WorkflowDigest], pclqs: dict[str, Pclq
                         found.violate(NEVER_EARLY, f"seen/{uid}", f"{key}: PodClique {name} ({uid}) seen deleting "
                                       f"{-late:.3f}s before the deadline {request.deadline.isoformat()}")
     return found
+
+
+def _breach_seen_by(digest: WorkflowDigest, request: TerminateRequest) -> bool:
+    """Some read a round decided on, taken at or before the breach start, showed the breach: one of the incarnations
+    to be terminated short of minAvailable (for a PCS replica, any of its PodCliques), or a PodClique missing, or it
+    could not be judged. A breach is stamped no earlier than the read that showed it, by that read's clock; a stamp
+    before every such read ran the deadline short (workflows/replica.py, READ_TIME_FLOOR_PATCH). A chain whose reads
+    the history does not hold (none recorded) is not judged."""
+    reads, start = digest.reads, request.breach_start
+    if not reads or start is None:
+        return True
+    uids = set(request.cliques.values())
+    whole = request.scope is Scope.PCS_REPLICA
+    return any(read.read_at <= start and (read.short is None or read.missing or bool(read.short & uids)
+                                          or (whole and bool(read.short)))
+               for read in reads)
 
 
 # --- decided fresh ---------------------------------------------------------------------------------------------

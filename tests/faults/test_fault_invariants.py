@@ -263,9 +263,9 @@ def test_a_foreign_object_may_have_its_status_written_by_the_control_plane_but_n
 
 
 # --- history digest ----------------------------------------------------------------------------------------------
-def snapshot(uid: str, ready: int) -> ReplicaSnapshot:
+def snapshot(uid: str, ready: int, read_at: datetime = T0) -> ReplicaSnapshot:
     plan = Workload("ns", 1).plans[KEY]
-    return ReplicaSnapshot(read_at=T0, pcs_state=PcsState.PRESENT, topology=plan.topology(),
+    return ReplicaSnapshot(read_at=read_at, pcs_state=PcsState.PRESENT, topology=plan.topology(),
                            cliques={"avail-0-frontend": CliqueState(uid=uid, pods=2, ready=ready)})
 
 
@@ -325,6 +325,39 @@ def test_local_activity_markers_count_as_observations_and_a_termination_on_a_cac
     fresh = [local(1, "observe_replica_cached", cached), scheduled(2, "observe_replica"),
              completed(3, 2, snapshot("uid-a", 2)), terminate(4)]
     assert digest_events("wf", "run", fresh).decided_on_cache == []
+
+
+def test_a_breach_stamped_before_any_read_that_showed_it_is_a_violation() -> None:
+    """A round that kept an old decision time stamped a breach it had just read 1-3 s before the pod broke (its
+    deadline ran short; fixed by READ_TIME_FLOOR_PATCH). The deadline arithmetic alone cannot see that: the stamp must
+    also be at or after a read that showed a terminated incarnation short of minAvailable."""
+    topology = Workload("ns", 1).plans[KEY].topology()
+
+    def read(frontend_ready: int | None, seconds: float) -> ReplicaSnapshot:
+        """Every PodClique at its minAvailable, but the frontend (uid-1) at `frontend_ready` (None: missing)."""
+        cliques = {u.name: CliqueState(uid=f"uid-{u.name}", pods=u.min_available, ready=u.min_available)
+                   for u in topology.cliques if u.name != "avail-0-frontend"}
+        if frontend_ready is not None:
+            cliques["avail-0-frontend"] = CliqueState(uid="uid-1", pods=2, ready=frontend_ready)
+        return ReplicaSnapshot(read_at=at(seconds), pcs_state=PcsState.PRESENT, topology=topology, cliques=cliques)
+
+    minimum = next(u.min_available for u in topology.cliques if u.name == "avail-0-frontend")
+    events = [local(1, "observe_replica_cached", read(minimum, 0)), local(2, "mirror_status", ["avail-0-frontend"]),
+              local(3, "observe_replica_cached", read(minimum - 1, 5)), local(4, "mirror_status", ["avail-0-frontend"]),
+              local(5, "observe_replica_cached", read(None, 9)), local(6, "mirror_status", ["avail-0-frontend"])]
+    run = digest_events("wf", "run", events)
+    assert [(r.read_at, r.short, r.missing) for r in run.reads] == [
+        (at(0), frozenset(), False), (at(5), frozenset({"uid-1"}), False), (at(9), frozenset(), True)]
+
+    def checked(breach: float) -> list[str]:
+        chain = {KEY: WorkflowDigest("wf", [RunDigest("run", None, False, terminations=[
+            call(1, scheduled=breach + 3, breach=breach)], reads=run.reads)])}
+        return [v.key for v in invariants.never_early(chain, {}).violations]
+
+    assert checked(5.0) == [] and checked(6.0) == [], "stamped at or after the read that showed it"
+    assert checked(1.0) == ["stamped/wf@run#1"], "stamped before the read that showed it"
+    run.reads[1:2] = []  # without the short read, the missing PodClique at 9 s is the first that shows a breach
+    assert checked(6.0) == ["stamped/wf@run#1"] and checked(9.0) == []
 
 
 # --- schedule ----------------------------------------------------------------------------------------------------
