@@ -144,12 +144,15 @@ ONE_SAFETY_TIMER_PATCH = "one-safety-timer"
 # stamps when a breach or progress began; a replay may stamp it later, which moves only a timer's length.
 TIMER_JUDGED_PATCH = "timer-judged-deadlines"
 # The decision time is never earlier than the moment the round's read was taken (the activity's clock, recorded in
-# the history with its result, so the same in every replay). A worker that took a workflow over after a SIGKILL was
-# seen to run its first round at the time of the last task the dead worker completed, though a replay of the same
-# history ran it at the new task's: the wait had ended in the activation of that old task, with the new nudges in it.
-# The round stamped a breach it had just read with the old time, 3.2 s before the pod broke, and its 4 s deadline
-# had as good as passed (tests/e2e/test_crash_recovery.py, relisted nudges carrying versions). Stamped at the read,
-# a breach never begins before the observation that showed it; a worker clock ahead of Temporal's makes it later.
+# the history with its result, so the same in every replay). It used to move only where a wait blocked or a regular
+# activity returned, so rounds of local activities kept an old one. Two histories showed it: a round in progress
+# when its worker was killed, re-run by the next worker 10 s later (its reads new, its decision time the round's
+# start); and a worker that took a workflow over after a SIGKILL and ran its first round at the time of the last
+# task the dead worker completed, though a replay of the same history ran it at the new task's (the wait had ended
+# in that old task's activation, with the new nudges in it). Each stamped a breach it had just read 1-3 s before the
+# pod broke (tests/e2e/test_crash_recovery.py with relisted nudges carrying versions; the fault runs now check it).
+# Stamped at the read, a breach never begins before the observation that showed it; a worker clock ahead of
+# Temporal's makes it later by that much, never earlier.
 READ_TIME_FLOOR_PATCH = "decision-time-after-read"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
