@@ -224,6 +224,9 @@ async def test_a_breach_never_begins_before_the_read_that_showed_it(client: Clie
         await _breach(cluster, handle)
         await _until(handle, lambda s: bool(s.deadlines))
         deadline = (await _status(handle)).deadlines[0]
+        history = await handle.fetch_history()
+    await replayer().replay_workflow(history)  # the patched path replays (a run of it is kept as a replay fixture:
+    # tests/fixtures/histories/breach_stamped_at_read.json)
     assert cluster.breached_reads, "a read showed the breach"
     assert deadline.breach_start >= cluster.breached_reads[0], (
         f"breach stamped {cluster.breached_reads[0] - deadline.breach_start} before the read that showed it")
