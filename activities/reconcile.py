@@ -24,6 +24,7 @@ from activities.status import write_pcs_condition
 from grove import names
 from grove.controllers import other_controller_problem
 from grove.models.podcliqueset import wanted_replicas
+from grove.rollout import generation_hash
 from grove.validation import parse_pcs, validate_pcs_remembered
 from workflows.contract import (
     GROVE_NAMESPACE,
@@ -63,6 +64,20 @@ def spec_problems(obj: JSON) -> list[str]:
     return [str(p) for p in problems]
 
 
+def rollout_settled(obj: JSON) -> bool:
+    """The PCS's status shows its rollout done with the spec as it stands: the spec's generation hash mirrored,
+    every wanted replica updated, no update in progress. A full pass leaves such a rollout workflow asleep; any other
+    (a change the watcher missed, OnDelete pods still outdated, a status never written) is woken as on a change."""
+    pcs, problems = parse_pcs(obj)
+    if pcs is None or problems:
+        return False
+    status = obj.get("status") or {}
+    condition: JSON = next((c for c in status.get("conditions") or []
+                      if c.get("type") == names.CONDITION_UPDATE_IN_PROGRESS), {})
+    return (status.get("currentGenerationHash") == generation_hash(pcs)
+            and status.get("updatedReplicas") == wanted_replicas(obj) and condition.get("status") == "False")
+
+
 class ReconcileActivities:
     def __init__(self, kube: Kube, client: Client) -> None:
         self.kube = kube
@@ -96,8 +111,11 @@ class ReconcileActivities:
             await asyncio.to_thread(self._mirror_validity, obj, problems)
             if not problems:  # DESIGN §4.10: unsupported fields reported, HPAs kept in step with the spec
                 await asyncio.to_thread(sync_day2, self.kube, obj, request.only is not None)
+            # A full pass every 10 minutes used to wake every rollout workflow for a read of its whole PCS (four
+            # requests): most of a settled fleet's apiserver traffic. It wakes only those not settled now.
+            wake = request.only is not None or not rollout_settled(obj)
             jobs.append(self._ensure_rollout(PcsRef(namespace=meta["namespace"], pcs=meta["name"],
-                                                    pcs_uid=meta["uid"]), request))
+                                                    pcs_uid=meta["uid"]), request, wake))
             # An unreadable count starts nothing; running workflows hold (they see the spec invalid).
             for index in range(wanted_replicas(obj) or 0):
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
@@ -163,15 +181,18 @@ class ReconcileActivities:
             ),
         )
 
-    async def _ensure_rollout(self, ref: PcsRef, request: PcsBatchRequest) -> None:
-        """The PCS's rollout workflow (DESIGN §4.9), started if absent, told the PCS changed (signal-with-start)."""
+    async def _ensure_rollout(self, ref: PcsRef, request: PcsBatchRequest, wake: bool) -> None:
+        """The PCS's rollout workflow (DESIGN §4.9), started if absent; `wake`: told the PCS changed (signal-with-
+        start). A new workflow reads the PCS at once either way."""
         await self.client.start_workflow(
             ROLLOUT_WORKFLOW,
-            RolloutInput(ref=ref),
+            RolloutInput(ref=ref, idle_resync=request.rollout_idle_resync),
             id=rollout_workflow_id(ref.namespace, ref.pcs, ref.pcs_uid),
             task_queue=request.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            start_signal=PCS_CHANGED_SIGNAL,
+            start_signal=PCS_CHANGED_SIGNAL if wake else None,
+            id_conflict_policy=(WorkflowIDConflictPolicy.UNSPECIFIED if wake
+                                else WorkflowIDConflictPolicy.USE_EXISTING),
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(GROVE_NAMESPACE, ref.namespace),
                 SearchAttributePair(GROVE_PCS, ref.pcs),

@@ -16,10 +16,12 @@ from temporalio import activity
 
 from activities import events
 from activities.fanout import fan_out
-from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube
-from activities.observe import ClusterView, clique_states, name_of, read_spec, uid_of
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube, ours, terminating
+from activities.metrics import CACHED_READS
+from activities.observe import ClusterView, SpecReading, clique_states, name_of, read_spec, uid_of
 from activities.replica import delete_incarnations, pcs_still_ours, translating_errors
 from activities.status import merged_conditions
+from activities.watch_cache import NotFresh, WatchCache
 from grove import names
 from grove.rollout import (
     CliqueProgress,
@@ -32,6 +34,7 @@ from grove.rollout import (
 from workflows.contract import (
     MIRROR_ROLLOUT_STATUS,
     OBSERVE_ROLLOUT,
+    OBSERVE_ROLLOUT_CACHED,
     RECORD_ROLLOUT_EVENT,
     RECREATE_FOR_UPDATE,
 )
@@ -43,8 +46,9 @@ log = logging.getLogger(__name__)
 
 
 class RolloutActivities:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, cache: WatchCache | None = None) -> None:
         self.kube = kube
+        self.cache = cache
 
     @activity.defn(name=OBSERVE_ROLLOUT)
     @translating_errors("read PodCliqueSet for its rollout")
@@ -52,46 +56,38 @@ class RolloutActivities:
         pcs = self.kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
         replica0 = ReplicaRef(namespace=ref.namespace, pcs=ref.pcs, pcs_uid=ref.pcs_uid, replica=0)
         spec = read_spec(pcs, replica0)
-        if spec.state is not PcsState.PRESENT or spec.pcs is None:
+        if pcs is None or spec.state is not PcsState.PRESENT or spec.pcs is None:
             return RolloutSnapshot(pcs_state=spec.state.value, problems=spec.problems)
         selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_PART_OF}={ref.pcs}"
         pclqs, pods, pcsgs = fan_out([functools.partial(self.kube.list_items, r, ref.namespace,
                                                         label_selector=selector)
                                       for r in (PODCLIQUES, PODS, SCALINGGROUPS)])
-        # pcsgs={}: the counts stored on the replica's own PCSGs and PodCliques (what `/scale` wrote, issue 13) are
-        # the replica's size, as for the replica workflow's plan; the template's counts only seed new objects.
-        by_replica: dict[str, ClusterView] = defaultdict(lambda: ClusterView(pcs=pcs, pcsgs={}))
-        for objs, kind in ((pclqs, "pclqs"), (pods, "pods"), (pcsgs, "pcsgs")):
-            for obj in objs:
-                index = (obj["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX, "")
-                getattr(by_replica[index], kind)[name_of(obj)] = obj
-        replicas: list[ReplicaRollout] = []
-        counts = [0, 0, 0, 0]  # updated PCLQs, PCLQs, updated PCSGs, PCSGs (standalone PCLQs; PCSGs whole)
-        generation = ""
-        strategy = names.STRATEGY_ROLLING_RECREATE
-        for index in range(spec.wanted_replicas):
-            view = by_replica[str(index)]
-            reading = read_spec(pcs, replica0.model_copy(update={"replica": index}), counts=view.counts())
-            assert reading.plan is not None and reading.pcs is not None
-            topology = reading.plan.topology()
-            rollout = rollout_spec(reading.pcs, topology)
-            generation, strategy = rollout.generation_hash, rollout.strategy
-            states = rollout_progress(clique_states(view, reading.plan))
-            replicas.append(ReplicaRollout(index=index, updated=replica_updated(topology, states),
-                                           available=replica_available(topology, states),
-                                           outdated=replica_outdated(states)))
-            for unit in topology.standalone():
-                counts[1] += 1
-                counts[0] += _clique_updated(states.get(unit.name))
-            for group in topology.scaling_groups:
-                counts[3] += 1
-                members = [u for j in range(group.replicas) for u in topology.members(group.name, j)]
-                counts[2] += all(_clique_updated(states.get(u.name)) for u in members)
-        return RolloutSnapshot(
-            pcs_state=spec.state.value, valid=True, strategy=strategy, generation_hash=generation,
-            wanted_replicas=spec.wanted_replicas, replicas=tuple(replicas), updated_pod_cliques=counts[0],
-            total_pod_cliques=counts[1], updated_scaling_groups=counts[2], total_scaling_groups=counts[3],
-        )
+        return rollout_snapshot(pcs, spec, replica0, pclqs, pods, pcsgs)
+
+    @activity.defn(name=OBSERVE_ROLLOUT_CACHED)
+    @translating_errors("read PodCliqueSet for its rollout")
+    def observe_rollout_cached(self, ref: PcsRef) -> RolloutSnapshot:
+        """An idle rollout's periodic read, from the worker's watch cache: no apiserver request for a settled PCS.
+        The apiserver is read where the cache cannot answer (not synced) and wherever the answer would end the
+        workflow or is not this PCS's (absent, replaced, being deleted), as for a replica's cached observe."""
+        found = None
+        if self.cache is not None:
+            try:
+                found = self.cache.podcliqueset_objects(ref.namespace, ref.pcs, (PODCLIQUES, PODS, SCALINGGROUPS))
+            except NotFresh as why:
+                log.debug("rollout of %s/%s read from the apiserver: %s", ref.namespace, ref.pcs, why)
+            CACHED_READS.labels("apiserver" if found is None else "cache").inc()
+        if found is None:
+            return self.observe_rollout(ref)
+        pcs, objects = found
+        if pcs is None or uid_of(pcs) != ref.pcs_uid or terminating(pcs):
+            return self.observe_rollout(ref)
+        replica0 = ReplicaRef(namespace=ref.namespace, pcs=ref.pcs, pcs_uid=ref.pcs_uid, replica=0)
+        spec = read_spec(pcs, replica0)
+        if spec.state is not PcsState.PRESENT or spec.pcs is None:
+            return RolloutSnapshot(pcs_state=spec.state.value, problems=spec.problems)
+        mine = [[obj for obj in objects[r.kind] if ours(obj)] for r in (PODCLIQUES, PODS, SCALINGGROUPS)]
+        return rollout_snapshot(pcs, spec, replica0, *mine)
 
     @activity.defn(name=RECREATE_FOR_UPDATE)
     @translating_errors("recreate for a rolling update")
@@ -157,3 +153,43 @@ class RolloutActivities:
 
 def _clique_updated(state: CliqueProgress | None) -> bool:
     return state is not None and not state.terminating and not state.outdated
+
+
+def rollout_snapshot(pcs: JSON, spec: SpecReading, replica0: ReplicaRef, pclqs: list[JSON], pods: list[JSON],
+                     pcsgs: list[JSON]) -> RolloutSnapshot:
+    """What the rollout workflow decides on: a PCS read present and valid (`spec`), and our objects of it, every
+    replica's, whether listed from the apiserver or taken from the watch cache."""
+    # pcsgs={}: the counts stored on the replica's own PCSGs and PodCliques (what `/scale` wrote, issue 13) are
+    # the replica's size, as for the replica workflow's plan; the template's counts only seed new objects.
+    by_replica: dict[str, ClusterView] = defaultdict(lambda: ClusterView(pcs=pcs, pcsgs={}))
+    for objs, kind in ((pclqs, "pclqs"), (pods, "pods"), (pcsgs, "pcsgs")):
+        for obj in objs:
+            index = (obj["metadata"].get("labels") or {}).get(names.LABEL_PCS_REPLICA_INDEX, "")
+            getattr(by_replica[index], kind)[name_of(obj)] = obj
+    replicas: list[ReplicaRollout] = []
+    counts = [0, 0, 0, 0]  # updated PCLQs, PCLQs, updated PCSGs, PCSGs (standalone PCLQs; PCSGs whole)
+    generation = ""
+    strategy = names.STRATEGY_ROLLING_RECREATE
+    for index in range(spec.wanted_replicas):
+        view = by_replica[str(index)]
+        reading = read_spec(pcs, replica0.model_copy(update={"replica": index}), counts=view.counts())
+        assert reading.plan is not None and reading.pcs is not None
+        topology = reading.plan.topology()
+        rollout = rollout_spec(reading.pcs, topology)
+        generation, strategy = rollout.generation_hash, rollout.strategy
+        states = rollout_progress(clique_states(view, reading.plan))
+        replicas.append(ReplicaRollout(index=index, updated=replica_updated(topology, states),
+                                       available=replica_available(topology, states),
+                                       outdated=replica_outdated(states)))
+        for unit in topology.standalone():
+            counts[1] += 1
+            counts[0] += _clique_updated(states.get(unit.name))
+        for group in topology.scaling_groups:
+            counts[3] += 1
+            members = [u for j in range(group.replicas) for u in topology.members(group.name, j)]
+            counts[2] += all(_clique_updated(states.get(u.name)) for u in members)
+    return RolloutSnapshot(
+        pcs_state=spec.state.value, valid=True, strategy=strategy, generation_hash=generation,
+        wanted_replicas=spec.wanted_replicas, replicas=tuple(replicas), updated_pod_cliques=counts[0],
+        total_pod_cliques=counts[1], updated_scaling_groups=counts[2], total_scaling_groups=counts[3],
+    )

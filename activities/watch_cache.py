@@ -233,17 +233,24 @@ class WatchCache:
         """(the PodCliqueSet, its PodCliques, its PCSGs) as cached, every replica's; NotFresh before the first lists.
         A scan of the replica index: cheap beside a LIST, and the caller (the PCS status writer) reads a PCS at most
         a few times a second."""
+        pcs_obj, found = self.podcliqueset_objects(namespace, pcs, (PODCLIQUES, SCALINGGROUPS))
+        return pcs_obj, found[PODCLIQUES.kind], found[SCALINGGROUPS.kind]
+
+    def podcliqueset_objects(self, namespace: str, pcs: str, kinds: tuple[Resource, ...]
+                             ) -> tuple[JSON | None, dict[str, list[JSON]]]:
+        """(the PodCliqueSet, kind -> its objects of `kinds`, every replica's, ours and the Grove operator's) as
+        cached; NotFresh before the first lists. A scan of the replica index, like podcliqueset()."""
         with self._lock:
             if not self.synced:
                 raise NotFresh("not synced yet")
             found: dict[str, list[JSON]] = {}
-            for resource in (PODCLIQUES, SCALINGGROUPS):
+            for resource in kinds:
                 store = self._stores[resource.kind]
                 found[resource.kind] = [store.objects[(namespace, name)]
                                         for (ns, owner, _), members in store.by_replica.items()
                                         if ns == namespace and owner == pcs for name in sorted(members)]
             pcs_obj = self._stores[PODCLIQUESETS.kind].objects.get((namespace, pcs))
-        return pcs_obj, found[PODCLIQUES.kind], found[SCALINGGROUPS.kind]
+        return pcs_obj, found
 
     def podcliqueset_keys(self) -> list[tuple[str, str]]:
         """(namespace, name) of every cached PodCliqueSet."""

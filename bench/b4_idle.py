@@ -8,9 +8,13 @@ Measured, each on the same worker:
 3. loaded window: N settled replicas, `window` seconds.
 4. a safety-resync round of every replica (each replica re-reads the cluster every 6 h even without a nudge),
    reproduced by nudging every replica once: the same observe round, plus a signal event instead of a timer's.
-Per hour: window rate × 3600 + 6 full passes + one resync round per 6 h + the watcher's relists (3 LIST and 3
-WATCH requests per 30 min, from the configuration: outside any window here). Fixed = the same sum with no
-replica; per replica = (total at N − fixed) / N. Windows are shorter than an hour: rates are extrapolated.
+5. an idle round of every PCS's rollout workflow (each re-reads its PCS every `rollout_resync`, from the watch
+   cache): the rounds their own timers bring, waited for last. The windows before it end sooner than that timer
+   after the fleet settled, so no rollout round falls into them (`rollout_rounds_in_windows` says if one did).
+Per hour: window rate × 3600 + 6 full passes + one resync round per 6 h + 3600 / rollout_resync rollout rounds +
+the watcher's relists (3 LIST and 3 WATCH requests per 30 min, from the configuration: outside any window here).
+Fixed = the same sum with no replica; per replica = (total at N − fixed) / N. Windows are shorter than an hour:
+rates are extrapolated. History events count the reconciler's, the replicas' and the rollout workflows'.
 """
 
 from __future__ import annotations
@@ -22,8 +26,14 @@ from bench import replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.sampling import Delta, Reading, history_lengths, wait_quiet
+from bench.workload import pcs_uid
 from localstack.workerproc import WorkerProcess
-from workflows.contract import NUDGE_SIGNAL, reconciler_workflow_id
+from workflows.contract import (
+    NUDGE_SIGNAL,
+    OBSERVE_ROLLOUT_CACHED,
+    reconciler_workflow_id,
+    rollout_workflow_id,
+)
 
 FULL_PASSES_PER_HOUR = 6  # WorkerSettings.reconcile_every = 10 min
 RESYNCS_PER_HOUR = 1 / 6  # WorkerSettings.replica_safety_resync = 6 h
@@ -32,9 +42,30 @@ RELIST_REQUESTS_PER_HOUR = 12  # 3 feeds × (LIST + WATCH) per WorkerSettings.wa
 
 
 async def run(clusters: Clusters, *, replicas: int = 200, window: float = 300.0, per_pcs: int = 10,
-              timeout: float = 1200.0) -> dict[str, Any]:
+              rollout_resync: float = 600.0, timeout: float = 1200.0) -> dict[str, Any]:
     async with clusters.cluster(pods=replicas) as cluster:
-        return await _run(cluster, replicas, window, per_pcs, timeout)
+        return await _run(cluster, replicas, window, per_pcs, rollout_resync, timeout)
+
+
+async def _signals(cluster: BenchCluster, workflows: list[str]) -> int:
+    """Signals these workflows' current runs have received so far."""
+    total = 0
+    for workflow_id in workflows:
+        events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
+        total += sum(1 for e in events if e.HasField("workflow_execution_signaled_event_attributes"))
+    return total
+
+
+async def _cached_rollout_rounds(cluster: BenchCluster, rollouts: list[str]) -> dict[str, int]:
+    """Rollout workflow -> its idle rounds so far (observe_rollout_cached activities completed)."""
+    found: dict[str, int] = {}
+    for workflow_id in rollouts:
+        events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
+        cached = {e.event_id for e in events if e.HasField("activity_task_scheduled_event_attributes")
+                  and e.activity_task_scheduled_event_attributes.activity_type.name == OBSERVE_ROLLOUT_CACHED}
+        found[workflow_id] = sum(1 for e in events if e.HasField("activity_task_completed_event_attributes")
+                                 and e.activity_task_completed_event_attributes.scheduled_event_id in cached)
+    return found
 
 
 async def _measure(cluster: BenchCluster, worker: WorkerProcess, workflows: list[str], seconds: float | None,
@@ -62,24 +93,28 @@ async def _measure(cluster: BenchCluster, worker: WorkerProcess, workflows: list
 
 
 def _per_hour(window: dict[str, float], full_pass: dict[str, float], resync: dict[str, float] | None,
+              rollout_round: dict[str, float] | None, rollout_rounds_per_hour: float,
               idle_cpu_rate: float) -> dict[str, float]:
+    def triggered(measured: dict[str, float], key: str) -> float:
+        """What the trigger set off, less the idle CPU the worker burns meanwhile anyway."""
+        return max(measured[key] - (idle_cpu_rate * measured["seconds"] if key == "cpu_seconds" else 0), 0.0)
+
     hourly: dict[str, float] = {}
     for key in ("kube_requests", "history_events", "cpu_seconds"):
-        value = window[key] / window["seconds"] * 3600
-        # Triggered costs: what the trigger set off, less the idle CPU the worker burns meanwhile anyway.
-        fp = full_pass[key] - (idle_cpu_rate * full_pass["seconds"] if key == "cpu_seconds" else 0)
-        value += FULL_PASSES_PER_HOUR * max(fp, 0.0)
+        value = window[key] / window["seconds"] * 3600 + FULL_PASSES_PER_HOUR * triggered(full_pass, key)
         if resync is not None:
-            rs = resync[key] - (idle_cpu_rate * resync["seconds"] if key == "cpu_seconds" else 0)
-            value += RESYNCS_PER_HOUR * max(rs, 0.0)
+            value += RESYNCS_PER_HOUR * triggered(resync, key)
+        if rollout_round is not None:
+            value += rollout_rounds_per_hour * triggered(rollout_round, key)
         hourly[key] = value
     hourly["kube_requests"] += RELIST_REQUESTS_PER_HOUR
     return hourly
 
 
-async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, timeout: float) -> dict[str, Any]:
+async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollout_resync: float,
+               timeout: float) -> dict[str, Any]:
     namespace = cluster.namespace("b4")
-    worker = cluster.worker(namespace)
+    worker = cluster.worker(namespace, extra_args=["--rollout-resync-seconds", f"{rollout_resync:g}"])
     worker.wait_ready()
     reconciler = reconciler_workflow_id(namespace)
     handle = cluster.client.get_workflow_handle(reconciler)
@@ -106,16 +141,34 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, timeo
         await replicas.settle(observer, fleet, timeout)
     await wait_quiet(worker, timeout=timeout)
     ids = replicas.workflow_ids(cluster, fleet)
+    rollouts = [rollout_workflow_id(namespace, pcs, pcs_uid(cluster.kube, namespace, pcs))
+                for pcs in fleet.counts]
+    every = [reconciler, *ids, *rollouts]
 
     async def nudge_all() -> None:
         await asyncio.gather(*(cluster.client.get_workflow_handle(w).signal(NUDGE_SIGNAL) for w in ids))
 
-    full_pass_loaded = await _measure(cluster, worker, [reconciler, *ids], None, full_pass)
-    loaded_window = await _measure(cluster, worker, [reconciler, *ids], window)
+    rounds_before = await _cached_rollout_rounds(cluster, rollouts)
+
+    async def rollout_rounds() -> None:
+        """Until every rollout workflow has had one more idle round (its own timer's)."""
+        start = await _cached_rollout_rounds(cluster, rollouts)
+        deadline = asyncio.get_running_loop().time() + rollout_resync + 120
+        while any(n <= start[w] for w, n in (await _cached_rollout_rounds(cluster, rollouts)).items()):
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"rollout workflows had no idle round within {rollout_resync + 120:.0f}s")
+            await asyncio.sleep(2.0)
+
+    signals_before = await _signals(cluster, rollouts)
+    full_pass_loaded = await _measure(cluster, worker, every, None, full_pass)
+    rollouts_woken = await _signals(cluster, rollouts) - signals_before
+    loaded_window = await _measure(cluster, worker, every, window)
     resync = await _measure(cluster, worker, ids, None, nudge_all)
+    rounds_in_windows = sum((await _cached_rollout_rounds(cluster, rollouts)).values()) - sum(rounds_before.values())
+    rollout_round = await _measure(cluster, worker, rollouts, None, rollout_rounds)
     idle_cpu_rate = fixed_window["cpu_seconds"] / fixed_window["seconds"]
-    fixed = _per_hour(fixed_window, full_pass_empty, None, idle_cpu_rate)
-    total = _per_hour(loaded_window, full_pass_loaded, resync, idle_cpu_rate)
+    fixed = _per_hour(fixed_window, full_pass_empty, None, None, 0.0, idle_cpu_rate)
+    total = _per_hour(loaded_window, full_pass_loaded, resync, rollout_round, 3600 / rollout_resync, idle_cpu_rate)
     per_replica = {k: (total[k] - fixed[k]) / n for k in total}
     return {
         "replicas": n,
@@ -125,7 +178,11 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, timeo
         "total_per_hour": {k: round(v, 1) for k, v in total.items()},
         "measured": {"fixed_window": fixed_window, "loaded_window": loaded_window,
                      "full_pass_no_replicas": full_pass_empty, "full_pass_loaded": full_pass_loaded,
-                     "resync_round_all_replicas": resync},
+                     "resync_round_all_replicas": resync, "idle_round_all_rollouts": rollout_round},
+        "rollout_workflows": len(rollouts),
+        "rollout_resync_s": rollout_resync,
+        "rollout_rounds_in_windows": rounds_in_windows,
+        "rollouts_woken_by_full_pass": rollouts_woken,
         "targets": {"le_1_request_per_replica_hour": per_replica["kube_requests"] <= 1.0,
                     "le_150_history_events_per_replica_hour": per_replica["history_events"] <= 150},
     }

@@ -53,11 +53,12 @@ class BenchCluster:
             interrupt.pause(0.05)
         return name
 
-    def worker(self, namespace: str, *, name: str = "", extra_env: dict[str, str] | None = None) -> WorkerProcess:
+    def worker(self, namespace: str, *, name: str = "", extra_env: dict[str, str] | None = None,
+               extra_args: list[str] | None = None) -> WorkerProcess:
         proc = WorkerProcess(kubeconfig=Path(self.stack.kubeconfig), temporal_address=self.stack.temporal_address,
                              namespace=namespace, log_dir=self.log_dir,
                              task_queue=f"bench-{namespace}", log_level="WARNING",
-                             bytecode_cache=True, name=name, extra_env=extra_env or {})
+                             bytecode_cache=True, name=name, extra_env=extra_env or {}, extra_args=extra_args or [])
         self.workers.append(proc)
         return proc.start()
 

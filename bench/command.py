@@ -18,7 +18,7 @@ ACCEPTS = {
     "b1": {"replicas", "interval", "profile", "backends"},
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors"},
-    "b4": {"replicas", "window", "per_pcs"},
+    "b4": {"replicas", "window", "per_pcs", "rollout_resync"},
     "b5": {"replicas", "per_pcs", "profile", "workers"},
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
@@ -82,6 +82,8 @@ def bench(
     delay: Annotated[float | None, typer.Option(help="b2, scaleout: terminationDelay in seconds (5)")] = None,
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
+    rollout_resync: Annotated[float | None, typer.Option(min=1, help="b4: the worker's --rollout-resync-seconds "
+                                                                     "(600, its default)")] = None,
     per_pcs: Annotated[int | None, typer.Option(help="b3-b5, rollout, scaleout: replicas per PodCliqueSet "
                                                           "(10)")] = None,
     profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
@@ -109,6 +111,7 @@ def bench(
     if scenario not in ACCEPTS:
         raise typer.BadParameter(f"unknown scenario {scenario!r}; one of {', '.join(ACCEPTS)}")
     given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "window": window,
+                             "rollout_resync": rollout_resync,
                              "per_pcs": per_pcs, "workers": workers,
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
                              "profile": profile or None,

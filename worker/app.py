@@ -100,7 +100,7 @@ def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = N
                    cache: WatchCache | None = None, *, count_pcs: bool = True) -> list[Callable[..., Any]]:
     replica = ReplicaActivities(kube, scheduling, cache, count_pcs=count_pcs)
     reconcile = ReconcileActivities(kube, client)
-    rollout = RolloutActivities(kube)
+    rollout = RolloutActivities(kube, cache)
     return [
         replica.observe_replica,
         replica.observe_replica_cached,
@@ -115,6 +115,7 @@ def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = N
         reconcile.sweep_replica_workflows,
         StartupActivities(kube).release_startup,
         rollout.observe_rollout,
+        rollout.observe_rollout_cached,
         rollout.recreate_for_update,
         rollout.mirror_rollout_status,
         rollout.record_rollout_event,
@@ -163,6 +164,7 @@ async def ensure_reconciler(client: Client, settings: WorkerSettings) -> None:
             task_queue=settings.task_queue,
             full_pass_every=settings.reconcile_every,
             replica_safety_resync=settings.replica_safety_resync,
+            rollout_idle_resync=settings.rollout_idle_resync,
         ),
         id=reconciler_workflow_id(settings.watch_namespace),
         task_queue=settings.task_queue,

@@ -115,6 +115,10 @@ class WorkerSettings(BaseModel):
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
                                         description="how often each worker checks the reconciler is running")
     replica_safety_resync: timedelta = timedelta(hours=6)
+    # How often a rollout workflow with nothing to do re-reads its PCS (from this worker's watch cache): the longest
+    # a PCS's updatedReplicas can lag a replica whose pods were recreated outside a rollout. Taken by the rollout
+    # workflows the reconciler starts; a running reconciler keeps the value it was started with.
+    rollout_idle_resync: timedelta = Field(default=timedelta(minutes=10), gt=timedelta(0))
     stuck_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
                                    description="how often the leading worker looks for stuck replica workflows")
     stuck_attempts: int = Field(default=3, ge=1, description="failed attempts of one workflow task that make it stuck")

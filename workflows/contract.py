@@ -71,6 +71,7 @@ SYNC_PCS_BATCH = "sync_pcs_batch"
 SWEEP_REPLICA_WORKFLOWS = "sweep_replica_workflows"
 RELEASE_STARTUP = "release_startup"  # startup order: mark waiting pods Released (DESIGN §4.10)
 OBSERVE_ROLLOUT = "observe_rollout"
+OBSERVE_ROLLOUT_CACHED = "observe_rollout_cached"  # an idle rollout's periodic read, from the watch cache
 RECREATE_FOR_UPDATE = "recreate_for_update"
 MIRROR_ROLLOUT_STATUS = "mirror_rollout_status"
 RECORD_ROLLOUT_EVENT = "record_rollout_event"

@@ -418,6 +418,7 @@ class ReconcilerInput(Message):
     full_pass_every: timedelta = timedelta(minutes=10)
     pending: tuple[tuple[str, str], ...] = Field(default=(), description="PCS keys carried over continue-as-new")
     replica_safety_resync: timedelta = timedelta(hours=6)
+    rollout_idle_resync: timedelta = timedelta(minutes=10)
 
 
 class PcsBatchRequest(Message):
@@ -427,6 +428,8 @@ class PcsBatchRequest(Message):
     batch_size: int = 200
     only: tuple[tuple[str, str], ...] | None = Field(default=None, description="just these (namespace, name)")
     replica_safety_resync: timedelta = timedelta(hours=6)
+    rollout_idle_resync: timedelta = Field(default=timedelta(minutes=10),
+                                           description="for rollout workflows this request starts")
 
 
 class PcsBatchResult(Message):

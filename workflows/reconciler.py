@@ -52,7 +52,8 @@ class ReconcilerWorkflow:
                 self.pending -= set(batch)
                 await self._sync(PcsBatchRequest(namespace=input.namespace, task_queue=input.task_queue,
                                                  only=tuple(batch), batch_size=input.batch_size,
-                                                 replica_safety_resync=input.replica_safety_resync),
+                                                 replica_safety_resync=input.replica_safety_resync,
+                                                 rollout_idle_resync=input.rollout_idle_resync),
                                  f"sync {len(batch)} changed PodCliqueSets")
                 continue
             if self.full_pass_due:
@@ -71,7 +72,8 @@ class ReconcilerWorkflow:
             batches += 1
             result = await self._sync(
                 PcsBatchRequest(namespace=input.namespace, task_queue=input.task_queue, continue_token=token,
-                                batch_size=input.batch_size, replica_safety_resync=input.replica_safety_resync),
+                                batch_size=input.batch_size, replica_safety_resync=input.replica_safety_resync,
+                                rollout_idle_resync=input.rollout_idle_resync),
                 f"full pass batch {batches}",
             )
             token = result.continue_token

@@ -101,13 +101,18 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
 
 
 async def test_b4_idle_cost_splits_fixed_and_per_replica(stack: LocalStack) -> None:
-    results = _envelope_ok(await run_scenario("b4", {"replicas": 3, "window": 5.0, "per_pcs": 3}, stack=stack), "b4")
+    results = _envelope_ok(await run_scenario("b4", {"replicas": 3, "window": 5.0, "per_pcs": 3,
+                                                      "rollout_resync": 20.0}, stack=stack), "b4")
     assert set(results["per_replica_per_hour"]) == {"kube_requests", "history_events", "cpu_seconds"}
     fixed = results["fixed_per_worker_per_hour"]
     assert fixed["kube_requests"] > 0 and fixed["cpu_seconds"] > 0  # lease renewals at the least
     measured = results["measured"]
     assert measured["resync_round_all_replicas"]["history_events"] > 0
     assert measured["full_pass_loaded"]["history_events"] > 0
+    # The settled PCS's rollout workflow slept through the full pass, and its idle round read the watch cache.
+    assert results["rollout_workflows"] == 1 and results["rollouts_woken_by_full_pass"] == 0
+    assert measured["idle_round_all_rollouts"]["history_events"] > 0
+    assert measured["idle_round_all_rollouts"]["kube_requests"] == 0, measured["idle_round_all_rollouts"]
     assert all(m["seconds"] > 0 for m in measured.values())
 
 

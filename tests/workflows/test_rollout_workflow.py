@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from workflows.contract import (
     ACTIVITY_HEARTBEAT_TIMEOUT,
     MIRROR_ROLLOUT_STATUS,
     OBSERVE_ROLLOUT,
+    OBSERVE_ROLLOUT_CACHED,
     PCS_CHANGED_SIGNAL,
     RECORD_ROLLOUT_EVENT,
     ROLLOUT_REPORT_SIGNAL,
@@ -72,6 +73,7 @@ class Script:
         self.snapshot = RolloutSnapshot(pcs_state="Present")
         self.mirrors: list[RolloutStatusMirror] = []
         self.events: list[RolloutEvent] = []
+        self.reads: list[str] = []  # which observe each round called
 
     def set(self, generation: str, replicas: list[tuple[bool, bool, bool]]) -> None:
         """replicas: (updated, available, outdated) per index."""
@@ -83,6 +85,12 @@ class Script:
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=OBSERVE_ROLLOUT)
         async def observe(ref: PcsRef) -> RolloutSnapshot:
+            self.reads.append("apiserver")
+            return self.snapshot
+
+        @activity.defn(name=OBSERVE_ROLLOUT_CACHED)
+        async def observe_cached(ref: PcsRef) -> RolloutSnapshot:
+            self.reads.append("cache")
             return self.snapshot
 
         @activity.defn(name=MIRROR_ROLLOUT_STATUS)
@@ -94,7 +102,7 @@ class Script:
         async def event(request: RolloutEvent) -> None:
             self.events.append(request)
 
-        return [observe, mirror, event]
+        return [observe, observe_cached, mirror, event]
 
 
 @pytest.fixture
@@ -107,12 +115,13 @@ async def env(dev_server: TemporalDevServer) -> AsyncIterator[tuple[Client, Scri
         yield temporal_client, script, queue
 
 
-async def start(client: Client, queue: str, ref: PcsRef, replicas: int) -> WorkflowHandle[Any, Any]:
+async def start(client: Client, queue: str, ref: PcsRef, replicas: int,
+                idle_resync: timedelta = timedelta(minutes=10)) -> WorkflowHandle[Any, Any]:
     for i in range(replicas):
         await client.start_workflow(StubReplica.run, id=replica_workflow_id(ref.namespace, ref.pcs, ref.pcs_uid, i),
                                     task_queue=queue)
-    return await client.start_workflow(RolloutWorkflow.run, RolloutInput(ref=ref), id=f"rollout-{uuid.uuid4().hex}",
-                                       task_queue=queue)
+    return await client.start_workflow(RolloutWorkflow.run, RolloutInput(ref=ref, idle_resync=idle_resync),
+                                       id=f"rollout-{uuid.uuid4().hex}", task_queue=queue)
 
 
 async def rolling(client: Client, script: Script, queue: str, replicas: int) -> tuple[PcsRef, WorkflowHandle[Any, Any]]:
@@ -265,3 +274,30 @@ async def _phase(handle: WorkflowHandle[Any, Any], phase: str) -> RolloutStatus 
 async def _at_least(found: Any, n: int) -> Any:
     items = await found
     return items if len(items) >= n else None
+
+
+async def test_idle_rounds_read_the_watch_cache_and_a_woken_round_the_apiserver(
+        env: tuple[Client, Script, str]) -> None:
+    """A settled PCS's periodic re-read costs the apiserver nothing; a change, a report or an active rollout is
+    read fresh (the rounds whose decisions grant turns)."""
+    client, script, queue = env
+    ref = REF.model_copy(update={"pcs_uid": uuid.uuid4().hex})
+    script.set("g1", [(True, True, False)] * 2)
+    handle = await start(client, queue, ref, 2, idle_resync=timedelta(seconds=1))
+
+    async def cached_rounds() -> bool:
+        return script.reads.count("cache") >= 2
+
+    await until(cached_rounds, "two idle rounds")
+    assert script.reads[0] == "apiserver", "a run's first round reads the apiserver"
+    assert set(script.reads[1:]) == {"cache"}, script.reads
+    script.set("g2", [(False, True, True)] * 2)
+    seen = len(script.reads)
+    await handle.signal(PCS_CHANGED_SIGNAL)
+    turn = (await until(lambda: turns(client, ref, 0), "replica 0's turn"))[0]
+    await asyncio.sleep(2.5)  # a turn running: no idle round
+    after = script.reads[seen:]
+    if after[:1] == ["cache"]:  # an idle round the signal met on its way
+        after = after[1:]
+    assert after and set(after) == {"apiserver"}, script.reads[seen:]
+    assert (await status(handle)).current == 0 and turn.generation_hash == "g2"

@@ -33,6 +33,10 @@ def worker(
     stuck_check_seconds: Annotated[
         float, typer.Option(min=1, help="how often to look for replica workflows whose workflow tasks keep failing")
     ] = 60,
+    rollout_resync_seconds: Annotated[
+        float, typer.Option(min=1, help="how often an idle rollout workflow re-reads its PodCliqueSet (from the "
+                                        "watch cache), for the rollout workflows the reconciler starts")
+    ] = 600,
     stuck_attempts: Annotated[
         int, typer.Option(min=1, help="failed attempts of one workflow task that make a replica workflow stuck")
     ] = 3,
@@ -61,7 +65,8 @@ def worker(
         raise typer.Exit(2) from err
     updates: dict[str, object] = {"watcher": watcher, "watch_cache": watch_cache, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
                                   "stuck_check": timedelta(seconds=stuck_check_seconds),
-                                  "stuck_attempts": stuck_attempts}
+                                  "stuck_attempts": stuck_attempts,
+                                  "rollout_idle_resync": timedelta(seconds=rollout_resync_seconds)}
     if kubeconfig:
         updates["kubeconfig"] = kubeconfig
     if namespace:
