@@ -18,15 +18,12 @@ Per scale write (times are arrivals at the benchmark's one observer, bench/obser
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from activities.kubeapi import SCALINGGROUPS
-from bench import interrupt
+from bench import procs
 from bench.cluster import BenchCluster, Clusters
-from bench.env import REPO
 from bench.observer import Observer, Tracked
 from bench.scale_floor import pcsg_of, scale_shape, scaling_group_object
 from bench.stats import against_floor
@@ -91,22 +88,10 @@ def _drive(cluster: BenchCluster, observer: Observer, namespace: str, replicas: 
 
 
 def _start_floor(cluster: BenchCluster, namespace: str) -> subprocess.Popen[bytes]:
-    log = cluster.log_dir / f"scale-floor-{namespace}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.scale_floor", "--kubeconfig",
-                                 str(cluster.stack.kubeconfig), "--namespace", namespace],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    _wait_for_line(proc, log, b"scale floor: watching")
-    return proc
-
-
-def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, line: bytes) -> None:
-    deadline = time.monotonic() + 60
-    while line not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the scale floor did not start; see {log}")
-        interrupt.pause(0.1)
+    return procs.start_module("bench.scale_floor", ["--kubeconfig", str(cluster.stack.kubeconfig),
+                                                    "--namespace", namespace],
+                              cluster.log_dir / f"scale-floor-{namespace}.log", b"scale floor: watching",
+                              "the scale floor")
 
 
 async def run(clusters: Clusters, *, replicas: int = 20, interval: float = 1.5, timeout: float = 300.0) -> dict[str, Any]:

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 from activities.kubeapi import JSON, PODS, Kube, ListWatch
-from bench import interrupt
-from bench.env import REPO
+from bench import procs
 from grove import manifests, names
 from grove.plan import plan_replica
 from grove.validation import parse_pcs
@@ -99,17 +96,9 @@ class Floor:
 
 def start(kubeconfig: Path, namespace: str, base_pods: int, log: Path) -> subprocess.Popen[bytes]:
     """This script as its own process, once its watch is up (its output goes to `log`)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.floor", "--kubeconfig", str(kubeconfig),
-                                 "--namespace", namespace, "--base-pods", str(base_pods)],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while b"floor: watching" not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the floor script did not start; see {log}")
-        interrupt.pause(0.1)
-    return proc
+    return procs.start_module("bench.floor", ["--kubeconfig", str(kubeconfig), "--namespace", namespace,
+                                              "--base-pods", str(base_pods)], log, b"floor: watching",
+                              "the floor script")
 
 
 def main() -> None:

@@ -1,10 +1,17 @@
-"""CPU and memory of one process from /proc (the worker's own accounting, all threads included)."""
+"""The bench's helper processes: CPU and memory of one process from /proc (the worker's own accounting, all threads
+included), and starting a `python -m bench.<module>` helper that says when it is ready."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench import interrupt
+from bench.env import REPO
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -31,3 +38,19 @@ def sample(pid: int) -> ProcSample:
 
 def _kib(text: str) -> int:
     return int(text.split()[0])
+
+
+def start_module(module: str, args: list[str], log: Path, ready: bytes, what: str,
+                 timeout: float = 60.0) -> subprocess.Popen[bytes]:
+    """`python -m module args` with its output in `log`, once `ready` appears there; killed and RuntimeError if it
+    exits first or `timeout` passes."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while ready not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{what} did not start; see {log}")
+        interrupt.pause(0.1)
+    return proc

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -41,8 +40,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.kubeapi import JSON, Kube
-from bench import direct, interrupt, procs
-from bench.env import REPO
+from bench import direct, procs
 from bench.sampling import history_lengths
 
 POLLING = b"temporal floor: polling"
@@ -128,18 +126,9 @@ async def run_all(client: Client, kubeconfig: Path, created: list[JSON], backend
 def start_worker(temporal_address: str, kubeconfig: Path, task_queue: str, threads: int,
                  log: Path) -> subprocess.Popen[bytes]:
     """The floor's worker as a process of its own, once it polls (its output goes to `log`)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.temporal_floor", "--temporal", temporal_address,
-                                 "--kubeconfig", str(kubeconfig), "--task-queue", task_queue,
-                                 "--threads", str(threads)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while POLLING not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"the temporal floor's worker did not start; see {log}")
-        interrupt.pause(0.1)
-    return proc
+    return procs.start_module("bench.temporal_floor", ["--temporal", temporal_address, "--kubeconfig", str(kubeconfig),
+                                                       "--task-queue", task_queue, "--threads", str(threads)],
+                              log, POLLING, "the temporal floor's worker")
 
 
 async def serve(temporal_address: str, kubeconfig: str, task_queue: str, threads: int) -> None:
