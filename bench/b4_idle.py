@@ -1,7 +1,8 @@
 """B4 idle cost: what a settled fleet costs per replica per hour when nothing changes, and what a worker costs
 on its own.
 
-Measured, each on the same worker:
+Measured, each on the same worker, once the fleet has settled (every replica Available and every PCS's status
+showing its rollout done, as a full pass judges it):
 1. fixed window: no replica at all, `window` seconds — lease renewals, watches, the worker's own upkeep.
 2. a reconciler full pass, triggered by its `full_pass` signal (it runs every 10 min; triggering one also
    restarts that clock, so no full pass falls into the next window). Once with no replica, once with N.
@@ -20,8 +21,11 @@ rates are extrapolated. History events count the reconciler's, the replicas' and
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+from activities.kubeapi import PODCLIQUESETS
+from activities.reconcile import rollout_settled
 from bench import replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
@@ -45,6 +49,18 @@ async def run(clusters: Clusters, *, replicas: int = 200, window: float = 300.0,
               rollout_resync: float = 600.0, timeout: float = 1200.0) -> dict[str, Any]:
     async with clusters.cluster(pods=replicas) as cluster:
         return await _run(cluster, replicas, window, per_pcs, rollout_resync, timeout)
+
+
+async def _rollouts_settled(cluster: BenchCluster, namespace: str, names: list[str], timeout: float) -> float:
+    """Until every PCS's status shows its rollout done (what a full pass checks): a rollout workflow mirrors
+    updatedReplicas up to its 30 s active resync after the last replica became ready, and a fleet is not settled
+    before. Returns the seconds waited."""
+    began = time.monotonic()
+    while not all(rollout_settled(cluster.kube.get(PODCLIQUESETS, namespace, n) or {}) for n in names):
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(f"the PodCliqueSets' status did not show their rollouts done within {timeout:.0f}s")
+        await asyncio.sleep(1.0)
+    return round(time.monotonic() - began, 1)
 
 
 async def _signals(cluster: BenchCluster, workflows: list[str]) -> int:
@@ -139,6 +155,7 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollo
     with Observer(cluster.kube, [namespace]) as observer:
         replicas.create_all(cluster, fleet)
         await replicas.settle(observer, fleet, timeout)
+    rollouts_settled_s = await _rollouts_settled(cluster, namespace, list(fleet.counts), timeout)
     await wait_quiet(worker, timeout=timeout)
     ids = replicas.workflow_ids(cluster, fleet)
     rollouts = [rollout_workflow_id(namespace, pcs, pcs_uid(cluster.kube, namespace, pcs))
@@ -180,6 +197,7 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollo
                      "full_pass_no_replicas": full_pass_empty, "full_pass_loaded": full_pass_loaded,
                      "resync_round_all_replicas": resync, "idle_round_all_rollouts": rollout_round},
         "rollout_workflows": len(rollouts),
+        "rollouts_settled_after_fleet_s": rollouts_settled_s,
         "rollout_resync_s": rollout_resync,
         "rollout_rounds_in_windows": rounds_in_windows,
         "rollouts_woken_by_full_pass": rollouts_woken,
