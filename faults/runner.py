@@ -597,6 +597,7 @@ class FaultRun:
             "faults_total": sum(self.injector.faults.values()),
             "workers": self.options.settings.workers,
             "worker_clock_skew_seconds": self.options.settings.worker_clock_skew_seconds,
+            "workflow_sandbox": _workflow_sandbox(),
             "worker_kills": dict(sorted(self.injector.worker_kills.items())),
             "readiness_changes": dict(self.injector.readiness),
             "hpa_scale_writes": dict(sorted(self.injector.scales.items())),
@@ -639,6 +640,13 @@ class FaultRun:
                 for d in slowest]
 
 
+def _workflow_sandbox() -> bool:
+    """Whether the workers ran workflows in Temporal's sandbox (they inherit GROVE_TEMPORAL_WORKFLOW_SANDBOX)."""
+    from worker.config import WorkerSettings
+
+    return WorkerSettings().workflow_sandbox
+
+
 def _git_commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
@@ -665,6 +673,7 @@ def render(results: dict[str, Any]) -> str:
         f"{results.get('workers', 1)} worker(s)"
         + (f" (the last one's clock {results['worker_clock_skew_seconds']:+g}s off)"
            if results.get("worker_clock_skew_seconds") else "")
+        + (", workflow sandbox off" if results.get("workflow_sandbox") is False else "")
         + f", {results['duration_seconds']:.0f}s",
         "worker kills: " + (", ".join(f"{k} {v}" for k, v in results.get("worker_kills", {}).items()) or "none"),
         "faults injected: " + ", ".join(f"{k} {v}" for k, v in results["faults"].items())

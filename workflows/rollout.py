@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
 # the replica back within seconds. A running workflow written before this waited idle_resync (found by the fault
 # run: a PCS showed updatedReplicas 0 of 1 for minutes after a termination).
 RESYNC_NOT_UPDATED_PATCH = "rollout-resync-not-updated"
-# A round that only the idle timer woke (nothing signalled, no turn, everything updated at the last read) reads the
+# A round that only the idle timer woke (nothing signalled, no turn running, nothing to follow closely) reads the
 # worker's watch cache instead of the apiserver: a settled PCS cost four requests every idle_resync (2.4 per replica
 # per hour at ten replicas a PCS, more than the rest of an idle fleet together). A round a signal woke, an active
 # one, and any read that would end the workflow still read the apiserver.
