@@ -207,11 +207,16 @@ async def _start_cache(cache: WatchCache) -> None:
 
 
 async def _lead(watcher: Watcher, pcs_status: PcsStatusWriter, deletions: StuckDeletionSweeper, client: Client,
-                namespace: str | None) -> None:
+                settings: WorkerSettings, elector: LeaseElector) -> None:
     """What the leader of a scope does: watch, keep the PCSes' status figures and the fleet gauges (one writer for
-    the whole scope), and finish PodClique deletions the garbage collector left stuck."""
+    the whole scope), and finish PodClique deletions the garbage collector left stuck. Taken from a dead worker of
+    this host, it first sends that worker's workflows back to the shared task queue (worker/stickiness.py)."""
     from worker.fleet import keep_fleet_gauges
+    from worker.stickiness import release_dead_workers_workflows
 
+    namespace = settings.watch_namespace
+    if elector.taken_from_dead:
+        await release_dead_workers_workflows(client, settings.task_queue, settings.identity, elector.taken_from_dead)
     await asyncio.gather(watcher.run(), pcs_status.run(), deletions.run(), keep_fleet_gauges(client, namespace))
 
 
@@ -286,8 +291,9 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity, lease_seconds=settings.lease_seconds,
                                    renew_every=settings.lease_renew_every, retry_every=settings.lease_retry_every)
+            leading = elector
             background.append(asyncio.create_task(elector.run(
-                lambda: _lead(watcher, pcs_status, deletions, client, settings.watch_namespace), stop,
+                lambda: _lead(watcher, pcs_status, deletions, client, settings, leading), stop,
                 unfit=watcher.unfit)))
         elif cache is not None:
             background.append(asyncio.create_task(_start_cache(cache)))

@@ -92,6 +92,9 @@ class LeaseElector:
         self.is_leader = False
         self.pid_namespace = pid_namespace()
         self._written: dict[str, Any] | None = None  # the Lease as our last write left it (with its resourceVersion)
+        # The holder this term's Lease was taken from because it ran on this host and its process is gone; None when
+        # the Lease was free, expired or ours. Set before lead() starts.
+        self.taken_from_dead: str | None = None
 
     def _renew_written(self) -> bool | None:
         """Renew from our own last write, without reading first: one request per renewal. None when there is no
@@ -118,6 +121,7 @@ class LeaseElector:
         self._written = None
         now = datetime.now(UTC)
         lease = self.kube.get(LEASES, self.namespace, self.name)
+        self.taken_from_dead = None
         spec = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": self.lease_seconds,
@@ -152,6 +156,7 @@ class LeaseElector:
                 return False
             log.info("leader election: holder %s of %s/%s ran on this host and its process is gone: taking over "
                      "without waiting out its lease", holder, self.namespace, self.name)
+            self.taken_from_dead = holder
         if holder != self.identity:
             spec["acquireTime"] = _micro_time(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1

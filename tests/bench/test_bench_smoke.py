@@ -125,6 +125,9 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     assert phases["workflows"] == 3 and phases["nudged_after_kill_s"]["n"] == 3
     assert phases["task_completed_after_kill_s"]["n"] == 3
     assert phases["nudged_after_kill_s"]["min"] <= phases["task_completed_after_kill_s"]["min"]
+    # The restarted worker took the Lease from its dead predecessor on this host and, alone on the task queue, sent
+    # the dead worker's workflows back to the shared queue: no task waited out the sticky timeout.
+    assert phases["sticky_timeouts"] == 0, phases
 
 
 async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStack) -> None:
