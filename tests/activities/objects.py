@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from activities.kubeapi import PODCLIQUESETS, Kube
 from grove import manifests, names
 from grove.models import PodCliqueSet
 from grove.plan import ReplicaPlan, plan_replica
 from grove.validation import parse_pcs
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+
+class CountingKube(Kube):
+    """The real client, keeping (method, path) of every request it sends."""
+
+    def __init__(self, api: ApiClient) -> None:
+        super().__init__(api)
+        self.seen: list[tuple[str, str]] = []
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.seen.append((method, path))
+        return super()._request(method, path, **kwargs)
+
+    def requests(self, method: str, plural: str) -> int:
+        return sum(1 for m, p in self.seen if m == method and f"/{plural}" in p)
 
 
 def create_pcs(client: Kube, namespace: str, body: dict[str, Any]) -> tuple[PodCliqueSet, ReplicaPlan, dict[str, Any],

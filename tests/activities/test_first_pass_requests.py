@@ -5,32 +5,19 @@ UID). A later pass still lists them and creates none twice. Against the real api
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from activities.backend import detect
 from activities.kubeapi import PODS, Kube
 from activities.replica import ReplicaActivities
 from grove import names
-from tests.activities.objects import create_pcs, one_clique_pcs
+from tests.activities.objects import CountingKube, create_pcs, one_clique_pcs
 from workflows.messages import ReplicaRef
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from localstack.stack import LocalStack
-
-
-class _Counting(Kube):
-    def __init__(self, api: ApiClient) -> None:
-        super().__init__(api)
-        self.seen: list[tuple[str, str]] = []
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        self.seen.append((method, path))
-        return super()._request(method, path, **kwargs)
-
-    def requests(self, method: str, plural: str) -> int:
-        return sum(1 for m, p in self.seen if m == method and f"/{plural}" in p)
 
 
 
@@ -42,7 +29,7 @@ def test_a_first_pass_skips_the_service_get_and_the_podgroup_list_and_a_later_pa
     assert scheduling.default == names.BACKEND_KUBE, "the local stack serves native PodGroups"
     _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, "first", 1))
     ref = ReplicaRef(namespace=namespace, pcs="first", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    counting = _Counting(kube)
+    counting = CountingKube(kube)
     activities = ReplicaActivities(counting, scheduling)
 
     first = activities.ensure_replica(ref)

@@ -5,7 +5,7 @@ real apiserver (no worker runs); and which PCS status lets a full pass leave its
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from activities.backend import detect
 from activities.kubeapi import Kube
@@ -15,22 +15,12 @@ from activities.rollout import RolloutActivities
 from activities.watch_cache import WatchCache
 from grove.rollout import generation_hash
 from grove.validation import parse_pcs
-from tests.activities.objects import create_pcs, one_clique_pcs
+from tests.activities.objects import CountingKube, create_pcs, one_clique_pcs
 from workflows.messages import ReplicaRef
 from workflows.rollout_messages import PcsRef
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
-
-
-class _Counting(Kube):
-    def __init__(self, api: ApiClient) -> None:
-        super().__init__(api)
-        self.seen: list[tuple[str, str]] = []
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        self.seen.append((method, path))
-        return super()._request(method, path, **kwargs)
 
 
 def test_an_idle_rollout_read_from_the_cache_equals_the_fresh_read_and_costs_no_request(
@@ -45,7 +35,7 @@ def test_an_idle_rollout_read_from_the_cache_equals_the_fresh_read_and_costs_no_
     fresh = RolloutActivities(client).observe_rollout(ref)
     assert fresh.valid and fresh.wanted_replicas == 2 and fresh.total_pod_cliques == 2
 
-    counting = _Counting(kube)
+    counting = CountingKube(kube)
     cache = WatchCache(client, namespace).start()
     try:
         cached_reader = RolloutActivities(counting, cache)
