@@ -351,9 +351,11 @@ class LocalStack:
         return {f"kwok-node-{i}": i for i in indexes}
 
     def add_nodes(
-        self, count: int = 1, shape: NodeShape | None = None, labels: dict[str, str] | None = None
+        self, count: int = 1, shape: NodeShape | None = None, labels: dict[str, str] | None = None,
+        ready_timeout: float = 30.0,
     ) -> list[str]:
-        """Create `count` more fake nodes and wait until KWOK reports them Ready."""
+        """Create `count` more fake nodes and wait until KWOK reports them Ready (StackStartError after
+        `ready_timeout`)."""
         from kubernetes.client import CoreV1Api
 
         from localstack.nodes import create_nodes, wait_nodes_ready
@@ -362,7 +364,7 @@ class LocalStack:
         with self.kube_client() as api:
             core = CoreV1Api(api)
             create_nodes(core, names, shape or self.options.node_shape, labels)
-            wait_nodes_ready(core, list(names))
+            wait_nodes_ready(core, list(names), timeout=ready_timeout)
         return list(names)
 
     def lose_node(self, name: str) -> None:
