@@ -24,7 +24,7 @@ def worker_env(log_dir: Path, extra: dict[str, str] | None = None, *, bytecode_c
     """The worker's environment; with `bytecode_cache`, bytecode caching as in the image (pip compiles .pyc files at
     install), for the benchmarks.
 
-    Temporal's workflow sandbox (the default; GROVE_TEMPORAL_WORKFLOW_SANDBOX=0 turns it off) re-imports the workflow
+    Temporal's workflow sandbox (GROVE_TEMPORAL_WORKFLOW_SANDBOX=1; off by default) re-imports the workflow
     module for every workflow instance it creates; without a .pyc (an editable install under
     PYTHONDONTWRITEBYTECODE=1) that is a fresh compile of workflows/replica.py each time, 12% of the worker's Python
     CPU in a profile of B3 at 200. The cache goes beside the run's logs, not into the repository; filling it costs the

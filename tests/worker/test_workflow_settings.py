@@ -1,4 +1,4 @@
-"""Worker settings that trade safety margins for cost (worker/config.py): Temporal's sandbox unless told otherwise,
+"""Worker settings that trade safety margins for cost (worker/config.py): no Temporal sandbox unless asked for,
 enough workflows cached, the nudge window."""
 
 from __future__ import annotations
@@ -13,16 +13,24 @@ from worker.cli import app
 from worker.config import WorkerSettings
 
 
-def test_workflows_run_sandboxed_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workflows_run_outside_the_sandbox_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", raising=False)
-    assert isinstance(workflow_runner(WorkerSettings().workflow_sandbox), SandboxedWorkflowRunner)
+    assert isinstance(workflow_runner(WorkerSettings().workflow_sandbox), UnsandboxedWorkflowRunner)
 
 
-@pytest.mark.parametrize("value, sandboxed", [("1", True), ("on", True), ("0", False), ("false", False), ("", True)])
-def test_the_environment_turns_the_sandbox_off(monkeypatch: pytest.MonkeyPatch, value: str, sandboxed: bool) -> None:
+@pytest.mark.parametrize("value, sandboxed", [("1", True), ("on", True), ("TRUE", True), ("0", False),
+                                              ("false", False), ("", False)])
+def test_the_environment_turns_the_sandbox_on(monkeypatch: pytest.MonkeyPatch, value: str, sandboxed: bool) -> None:
     monkeypatch.setenv("GROVE_TEMPORAL_WORKFLOW_SANDBOX", value)
     runner = workflow_runner(WorkerSettings().workflow_sandbox)
     assert isinstance(runner, SandboxedWorkflowRunner if sandboxed else UnsandboxedWorkflowRunner)
+
+
+def test_a_misspelt_sandbox_switch_is_refused_in_one_line_naming_the_variable() -> None:
+    result = CliRunner(env={"GROVE_TEMPORAL_WORKFLOW_SANDBOX": "sometimes"}).invoke(app, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("error: GROVE_TEMPORAL_WORKFLOW_SANDBOX must be 1/true/yes/on or 0/false/no/off, "
+                                     "got 'sometimes'")
 
 
 def test_the_workflow_cache_holds_a_fleet_of_thousands_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ def worker(
                                                    "observation lists from the apiserver)")] = True,
     workflow_sandbox: Annotated[
         bool | None, typer.Option(help="run workflows in Temporal's sandbox: runtime determinism checks, slower "
-                                       "starts and replays (default: $GROVE_TEMPORAL_WORKFLOW_SANDBOX, else on)")
+                                       "starts and replays (default: $GROVE_TEMPORAL_WORKFLOW_SANDBOX, else off)")
     ] = None,
     reconciler_check_seconds: Annotated[
         float, typer.Option(min=1, help="how often to check that the reconciler workflow runs (restart it if not)")
