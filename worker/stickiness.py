@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 # lists a poller for minutes after its last one. Pollers seen this recently count as live workers.
 LIVE_POLLER_SECONDS = 90.0
 CONCURRENCY = 32
+# The watcher waits for this before it nudges: bounded, so that a slow Temporal delays the leader's nudges by no more
+# than the sticky timeout they would otherwise wait out several times over.
+TIME_LIMIT_SECONDS = 10.0
 
 
 async def other_pollers(client: Client, task_queue: str, identity: str, dead: str) -> set[str]:
@@ -43,8 +46,17 @@ async def other_pollers(client: Client, task_queue: str, identity: str, dead: st
 
 async def release_dead_workers_workflows(client: Client, task_queue: str, identity: str, dead: str) -> int:
     """Reset the sticky queue of every running workflow on `task_queue` when this worker is the only live one there
-    (`dead`: the Lease holder of this host whose process is gone). Returns how many were reset; failures are logged
-    and cost only the wait they would have saved."""
+    (`dead`: the Lease holder of this host whose process is gone). Returns how many were reset; failures and the time
+    limit are logged and cost only the wait they would have saved."""
+    try:
+        return await asyncio.wait_for(_release(client, task_queue, identity, dead), TIME_LIMIT_SECONDS)
+    except TimeoutError:
+        log.warning("dead worker %s: sticky queues not all reset within %.0fs; the rest wait out the sticky timeout",
+                    dead, TIME_LIMIT_SECONDS)
+        return 0
+
+
+async def _release(client: Client, task_queue: str, identity: str, dead: str) -> int:
     try:
         others = await other_pollers(client, task_queue, identity, dead)
         if others:
