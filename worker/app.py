@@ -291,7 +291,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity, lease_seconds=settings.lease_seconds,
                                    renew_every=settings.lease_renew_every, retry_every=settings.lease_retry_every)
-            leading = elector
+            leading = elector  # as typed here: the lambda below would see `elector` as possibly None
             background.append(asyncio.create_task(elector.run(
                 lambda: _lead(watcher, pcs_status, deletions, client, settings, leading), stop,
                 unfit=watcher.unfit)))
