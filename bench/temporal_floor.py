@@ -119,7 +119,7 @@ async def run_all(client: Client, kubeconfig: Path, created: list[JSON], backend
     return {"activity": "local" if local else "regular", "threads": threads, "start_concurrency": START_CONCURRENCY,
             "workflows": len(jobs),
             "t0": t0, "starts_s": round(t_started - t0, 2), "all_released_s": round(t_released - t0, 2),
-            "all_workflows_done_s": round(t_done - t0, 2), "requests": requests, "worker_cpu_s": round(worker_cpu, 1),
+            "all_workflows_done_s": round(t_done - t0, 2), "requests": requests, "worker_cpu_s": round(worker_cpu, 2),
             "history_events_per_replica": round(sum(lengths.values()) / max(1, len(lengths)), 1)}
 
 

@@ -89,12 +89,14 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert orchestrated["workflows"] == size["replicas"] and orchestrated["all_released_s"] > 0
         assert orchestrated["kube_requests_per_replica"] == floor["kube_requests_per_replica"]
         assert orchestrated["history_events_per_replica"] == 11  # started, 2 workflow tasks, 1 activity, completed
-        # its worker is a process of its own, as the product's: its CPU is the floor's, not the bench's
-        assert orchestrated["worker_cpu_s"] > 0 and orchestrated["cpu_ms_per_replica"]["worker"] > 0
+        # its worker is a process of its own, as the product's: its CPU is the floor's, not the bench's (a few
+        # workflows may cost less than one 10 ms tick of /proc accounting: checked summed over the runs, below)
+        assert orchestrated["worker_cpu_s"] >= 0 and "worker" in orchestrated["cpu_ms_per_replica"]
         local = size["temporal_floor_local"]  # the same with a local activity: started, 1 task, a marker, completed
         assert local["history_events_per_replica"] == 6, local
         assert local["kube_requests_per_replica"] == orchestrated["kube_requests_per_replica"]
-        assert local["worker_cpu_s"] > 0
+        assert local["worker_cpu_s"] >= 0
+    assert sum(s[floor]["worker_cpu_s"] for s in results["sizes"] for floor in ("temporal_floor", "temporal_floor_local")) > 0
     (growth,) = results["growth"]
     assert growth["size_ratio"] == 2.0
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
