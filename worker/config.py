@@ -5,20 +5,20 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
+from typing import overload
 
 from pydantic import BaseModel, Field, SecretStr
 
 from workflows.contract import DEFAULT_TASK_QUEUE
 
 
-def _flag(value: str | None) -> bool | None:
-    if value is None or value == "":
-        return None
-    return value.lower() in ("1", "true", "yes", "on")
-
-
-def _switch(variable: str, default: bool) -> bool:
-    """An on/off variable; unset or empty: `default`; anything but the usual spellings stops the worker in one line."""
+@overload
+def _switch(variable: str, default: bool) -> bool: ...
+@overload
+def _switch(variable: str, default: None) -> bool | None: ...
+def _switch(variable: str, default: bool | None) -> bool | None:
+    """An on/off variable; unset or empty: `default`; anything but the usual spellings stops the worker in one line
+    (a misspelt TEMPORAL_TLS was once taken as off: a plaintext connection to a server that wanted TLS)."""
     value = (os.environ.get(variable) or "").strip().lower()
     if not value:
         return default
@@ -55,7 +55,7 @@ class TemporalSettings(BaseModel):
         default_factory=lambda: SecretStr(v) if (v := os.environ.get("TEMPORAL_API_KEY")) else None
     )
     tls: bool | None = Field(
-        default_factory=lambda: _flag(os.environ.get("TEMPORAL_TLS")),
+        default_factory=lambda: _switch("TEMPORAL_TLS", None),
         description="None (unset): the SDK decides — TLS on when an API key is given, off otherwise",
     )
     tls_ca_path: str | None = Field(default_factory=lambda: os.environ.get("TEMPORAL_TLS_CA") or None)
