@@ -23,7 +23,7 @@ from activities.scaling import sync_day2
 from activities.status import write_pcs_condition
 from grove import names
 from grove.controllers import other_controller_problem
-from grove.models.podcliqueset import wanted_replicas
+from grove.models.podcliqueset import PodCliqueSet, wanted_replicas
 from grove.rollout import generation_hash
 from grove.validation import parse_pcs, validate_pcs_remembered
 from workflows.contract import (
@@ -57,19 +57,21 @@ log = logging.getLogger(__name__)
 START_CONCURRENCY = 32
 
 
-def spec_problems(obj: JSON) -> list[str]:
-    pcs, problems = parse_pcs(obj)
-    if pcs is not None and not problems:
-        problems = validate_pcs_remembered(obj)
-    return [str(p) for p in problems]
-
-
-def rollout_settled(obj: JSON) -> bool:
-    """The PCS's status shows its rollout done with the spec as it stands: the spec's generation hash mirrored,
-    every wanted replica updated, no update in progress. A full pass leaves such a rollout workflow asleep; any other
-    (a change the watcher missed, OnDelete pods still outdated, a status never written) is woken as on a change."""
+def checked_spec(obj: JSON) -> tuple[PodCliqueSet | None, list[str]]:
+    """(the PCS's spec parsed, None where it does not parse; every problem with it, the remembered-field rules'
+    included): one parse for everything a full pass decides about a PCS."""
     pcs, problems = parse_pcs(obj)
     if pcs is None or problems:
+        return None, [str(p) for p in problems]
+    return pcs, [str(p) for p in validate_pcs_remembered(obj)]
+
+
+def rollout_settled(obj: JSON, pcs: PodCliqueSet | None) -> bool:
+    """The PCS's status shows its rollout done with the spec as it stands (`pcs`, parsed from `obj`; None: it does
+    not parse): the spec's generation hash mirrored, every wanted replica updated, no update in progress. A full pass
+    leaves such a rollout workflow asleep; any other (a change the watcher missed, OnDelete pods still outdated, a
+    status never written) is woken as on a change."""
+    if pcs is None:
         return False
     status = obj.get("status") or {}
     condition: JSON = next((c for c in status.get("conditions") or []
@@ -101,7 +103,7 @@ class ReconcileActivities:
             meta = obj["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
-            problems = spec_problems(obj)
+            pcs, problems = checked_spec(obj)
             other = other_controller_problem(meta.get("finalizers") or [],
                                              elsewhere.get((meta["namespace"], meta["name"]), []))
             if other:
@@ -113,7 +115,7 @@ class ReconcileActivities:
                 await asyncio.to_thread(sync_day2, self.kube, obj, request.only is not None)
             # A full pass every 10 minutes used to wake every rollout workflow for a read of its whole PCS (four
             # requests): most of a settled fleet's apiserver traffic. It wakes only those not settled now.
-            wake = request.only is not None or not rollout_settled(obj)
+            wake = request.only is not None or not rollout_settled(obj, pcs)
             jobs.append(self._ensure_rollout(PcsRef(namespace=meta["namespace"], pcs=meta["name"],
                                                     pcs_uid=meta["uid"]), request, wake))
             # An unreadable count starts nothing; running workflows hold (they see the spec invalid).

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from activities.kubeapi import PODCLIQUESETS
-from activities.reconcile import rollout_settled
+from activities.reconcile import checked_spec, rollout_settled
 from bench import replicas
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
@@ -53,10 +53,15 @@ async def run(clusters: Clusters, *, replicas: int = 200, window: float = 300.0,
 
 async def _rollouts_settled(cluster: BenchCluster, namespace: str, names: list[str], timeout: float) -> float:
     """Until every PCS's status shows its rollout done (what a full pass checks): a rollout workflow mirrors
-    updatedReplicas up to its 30 s active resync after the last replica became ready, and a fleet is not settled
-    before. Returns the seconds waited."""
+    updatedReplicas once the leader wakes it (every replica available) or at its 30 s active resync, and a fleet is
+    not settled before. Returns the seconds waited."""
+
+    def settled(name: str) -> bool:
+        obj = cluster.kube.get(PODCLIQUESETS, namespace, name) or {}
+        return rollout_settled(obj, checked_spec(obj)[0])
+
     began = time.monotonic()
-    while not all(rollout_settled(cluster.kube.get(PODCLIQUESETS, namespace, n) or {}) for n in names):
+    while not all(settled(n) for n in names):
         if time.monotonic() - began > timeout:
             raise TimeoutError(f"the PodCliqueSets' status did not show their rollouts done within {timeout:.0f}s")
         await asyncio.sleep(1.0)

@@ -30,7 +30,7 @@ from activities.watch_cache import WatchCache
 from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
-from worker.pcs_status import PcsStatusWriter
+from worker.pcs_status import PcsStatusWriter, rollout_waker
 from worker.stuck_deletions import StuckDeletionSweeper
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
@@ -285,7 +285,8 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
                               nudge_coalesce_seconds=settings.nudge_coalesce.total_seconds(),
                               resync_seconds=settings.watch_resync.total_seconds(), cache=cache)
-            pcs_status = PcsStatusWriter(kube, watcher.cache)  # hears the cache before it starts: no event missed
+            # hears the cache before it starts: no event missed
+            pcs_status = PcsStatusWriter(kube, watcher.cache, wake_rollouts=rollout_waker(client))
             deletions = StuckDeletionSweeper(kube, watcher.cache)
             background.append(asyncio.create_task(watcher.follow()))  # warm before it leads: a fast hand-over
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,

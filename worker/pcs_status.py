@@ -10,6 +10,12 @@ correct: a count made while the cache lagged is redone when the event that was m
 Not a decision: `replicas`, `availableReplicas` and `hpaPodSelector` are for `kubectl get` and the HPA's selector,
 and nothing in the product reads them back (DESIGN §4.8). DESIGN §4.8 has activities write all status; this is the
 one departure, for the reason above. Without a watcher (`--no-watcher`) the activities recount as before.
+
+`updatedReplicas` is the PCS's rollout workflow's to write (workflows/rollout.py), and outside a turn it re-reads
+the PCS only every 30 s while a replica is not updated: a new PCS showed UP-TO-DATE 0 for up to 30 s after every
+replica was Ready. So when a count finds every wanted replica available and the status does not show them all
+updated (no update in progress), the writer wakes that workflow once: one signal per PCS per return to full
+availability, not one per replica.
 """
 
 from __future__ import annotations
@@ -18,31 +24,43 @@ import asyncio
 import functools
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError, Resource, ours
 from activities.watch_cache import NotFresh, WatchCache
 from grove import names, ownership
 from grove.pcs_count import pcs_figures
+from workflows.contract import PCS_CHANGED_SIGNAL, rollout_workflow_id
 
 log = logging.getLogger(__name__)
 
 PcsKey = tuple[str, str]  # (namespace, name)
+PcsId = tuple[str, str, str]  # (namespace, name, uid)
+WakeRollouts = Callable[[list[PcsId]], Awaitable[None]]
 RETRY_SECONDS = 5.0  # after a failed write: the apiserver may be down; its figures are not urgent
+WAKE_CONCURRENCY = 32
 
 
 class PcsStatusWriter:
     """Hears the watch cache (leader or not: the set of PCSes to recount is kept either way) and, while `run`
     runs, writes the figures of the PCSes that changed."""
 
-    def __init__(self, kube: Kube, cache: WatchCache, *, interval: float = 1.0) -> None:
+    def __init__(self, kube: Kube, cache: WatchCache, *, interval: float = 1.0,
+                 wake_rollouts: WakeRollouts | None = None) -> None:
         self.kube = kube
         self.cache = cache
         self.interval = interval
+        self.wake_rollouts = wake_rollouts
         self._lock = threading.Lock()
         self._dirty: set[PcsKey] = set()
-        self._written: dict[tuple[str, str, str], dict[str, Any]] = {}  # (ns, name, uid) -> figures this term wrote
+        self._written: dict[PcsId, dict[str, Any]] = {}  # figures this term wrote
+        self._fully_available: dict[PcsId, bool] = {}  # what this term's last count found
+        self._to_wake: set[PcsId] = set()
         self.writes = 0  # PATCHes sent (tests, metrics)
         cache.subscribe(self._heard)
 
@@ -64,6 +82,7 @@ class PcsStatusWriter:
         """One leadership term: recount every PCS once (another writer may have left any figure behind), then
         whatever changes, until cancelled."""
         self._written.clear()
+        self._fully_available.clear()
         with self._lock:
             self._dirty.update(await asyncio.to_thread(self._all_keys))
         while True:
@@ -72,10 +91,17 @@ class PcsStatusWriter:
                 batch, self._dirty = self._dirty, set()
             if batch:
                 failed = await asyncio.to_thread(self.flush, sorted(batch))
+                await self._wake()
                 if failed:
                     with self._lock:
                         self._dirty.update(failed)
                     await asyncio.sleep(RETRY_SECONDS)
+
+    async def _wake(self) -> None:
+        with self._lock:
+            wake, self._to_wake = sorted(self._to_wake), set()
+        if wake and self.wake_rollouts is not None:
+            await self.wake_rollouts(wake)
 
     def _all_keys(self) -> list[PcsKey]:
         try:
@@ -96,11 +122,13 @@ class PcsStatusWriter:
         except NotFresh:
             return False
         if pcs is None or (pcs.get("metadata") or {}).get("deletionTimestamp"):
+            self._forget(key)
             return True
         uid = str(pcs["metadata"]["uid"])
         figures = pcs_figures(pcs, [p for p in pclqs if _counted(p, uid)], [g for g in groups if _counted(g, uid)])
         if figures is None:  # invalid spec: the last figures stand
             return True
+        self._note_availability((*key, uid), pcs, figures)
         written = self._written.get((*key, uid))
         status = pcs.get("status") or {}
         if written == figures or (written is None and all(status.get(k) == v for k, v in figures.items())):
@@ -117,6 +145,49 @@ class PcsStatusWriter:
         self.writes += 1
         self._written[(*key, uid)] = figures
         return True
+
+    def _forget(self, key: PcsKey) -> None:
+        """A PCS gone or going: drop what this term remembers of it (a term lasts as long as the worker leads)."""
+        for memory in (self._written, self._fully_available):
+            for pcs_id in list(memory):  # one C call: other keys' threads may add entries meanwhile
+                if pcs_id[:2] == key:
+                    memory.pop(pcs_id, None)
+
+    def _note_availability(self, pcs_id: PcsId, pcs: JSON, figures: dict[str, Any]) -> None:
+        """Wake the rollout workflow when every wanted replica has just become available (or is at a term's first
+        count) and the status does not show them all updated, unless an update is in progress: the rollout
+        workflow follows its own turns."""
+        full = figures["availableReplicas"] == figures["replicas"]
+        was_full = self._fully_available.get(pcs_id, False)
+        self._fully_available[pcs_id] = full
+        if not full or was_full:
+            return
+        status = pcs.get("status") or {}
+        updating = any(c.get("type") == names.CONDITION_UPDATE_IN_PROGRESS and c.get("status") == "True"
+                       for c in status.get("conditions") or [])
+        if status.get("updatedReplicas") != figures["replicas"] and not updating:
+            with self._lock:
+                self._to_wake.add(pcs_id)
+
+
+def rollout_waker(client: Client) -> WakeRollouts:
+    """Signals each PCS's rollout workflow that its PCS changed (it reads it again at once). A workflow that is not
+    running is left alone: the reconciler starts one for every PCS."""
+    limit = asyncio.Semaphore(WAKE_CONCURRENCY)
+
+    async def wake_one(namespace: str, name: str, uid: str) -> None:
+        async with limit:
+            try:
+                await client.get_workflow_handle(rollout_workflow_id(namespace, name, uid)).signal(PCS_CHANGED_SIGNAL)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    log.warning("PodCliqueSet %s/%s: rollout workflow not woken (%s)", namespace, name, exc)
+
+    async def wake(pcses: list[PcsId]) -> None:
+        await asyncio.gather(*(wake_one(*pcs_id) for pcs_id in pcses))
+        log.debug("woke the rollout workflows of %d PodCliqueSets, fully available", len(pcses))
+
+    return wake
 
 
 def _counted(obj: JSON, pcs_uid: str) -> bool:

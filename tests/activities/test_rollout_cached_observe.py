@@ -5,7 +5,7 @@ real apiserver (no worker runs); and which PCS status lets a full pass leave its
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from activities.backend import detect
 from activities.kubeapi import Kube
@@ -60,17 +60,21 @@ def fresh_state_of(client: Kube, ref: PcsRef, uid: str) -> str:
     return RolloutActivities(client).observe_rollout(ref.model_copy(update={"pcs_uid": uid})).pcs_state
 
 
+def settled(obj: dict[str, Any]) -> bool:
+    return rollout_settled(obj, parse_pcs(obj)[0])
+
+
 def test_a_full_pass_leaves_asleep_only_a_rollout_whose_status_shows_the_spec_done() -> None:
     body = one_clique_pcs("ns", "p", 3)
     model, problems = parse_pcs(body)
     assert model is not None and not problems
     done = {"currentGenerationHash": generation_hash(model), "updatedReplicas": 3,
             "conditions": [{"type": "UpdateInProgress", "status": "False", "reason": "UpdateComplete"}]}
-    assert rollout_settled({**body, "status": done})
-    assert not rollout_settled(body), "no status written yet"
-    assert not rollout_settled({**body, "status": {**done, "currentGenerationHash": "older"}}), "a missed change"
-    assert not rollout_settled({**body, "status": {**done, "updatedReplicas": 2}}), "a replica not updated"
-    assert not rollout_settled({**body, "spec": {**body["spec"], "replicas": 4}, "status": done}), "scaled out"
+    assert settled({**body, "status": done})
+    assert not settled(body), "no status written yet"
+    assert not settled({**body, "status": {**done, "currentGenerationHash": "older"}}), "a missed change"
+    assert not settled({**body, "status": {**done, "updatedReplicas": 2}}), "a replica not updated"
+    assert not settled({**body, "spec": {**body["spec"], "replicas": 4}, "status": done}), "scaled out"
     running = {**done, "conditions": [{"type": "UpdateInProgress", "status": "True", "reason": "Updating"}]}
-    assert not rollout_settled({**body, "status": running}), "an update in progress"
-    assert not rollout_settled({**body, "spec": {}, "status": done}), "an invalid spec"
+    assert not settled({**body, "status": running}), "an update in progress"
+    assert not settled({**body, "spec": {}, "status": done}), "an invalid spec"

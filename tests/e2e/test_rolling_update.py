@@ -94,6 +94,23 @@ def assert_rollout(watch: RolloutWatch, cluster: Cluster, since: float, image: s
     assert cluster.events("GangTerminated") == []
 
 
+def test_a_new_pcs_shows_its_replicas_updated_as_soon_as_they_are_available(
+        cluster: Cluster, worker_process: WorkerProcess) -> None:
+    """`updatedReplicas` is the rollout workflow's to write, and it re-reads a PCS whose replicas are not yet updated
+    only every 30 s: without the leader's wake (worker/pcs_status.py) a new PCS showed UP-TO-DATE 0 for 20 s or more
+    after every replica was available."""
+    cluster.apply(manifest(cluster.namespace, "fresh"))
+
+    def status() -> dict[str, Any]:
+        return (cluster.pcs("fresh") or {}).get("status") or {}
+
+    wait_for(lambda: status().get("availableReplicas") == REPLICAS, timeout=90, what="every replica available")
+    available = time.monotonic()
+    wait_for(lambda: status().get("updatedReplicas") == REPLICAS, timeout=10,
+             what="updatedReplicas 3 within 10 s of availableReplicas 3")
+    print(f"\nupdatedReplicas followed availableReplicas after {time.monotonic() - available:.1f} s")
+
+
 async def test_image_change_rolls_one_replica_at_a_time_without_gang_termination(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, watch_factory: Any,
         histories: Histories) -> None:

@@ -84,3 +84,78 @@ async def test_the_leader_counts_available_replicas_from_its_cache_and_writes_on
             term.cancel()
             await asyncio.gather(term, return_exceptions=True)
         cache.stop()
+
+
+def _set_rollout_status(client: Kube, namespace: str, updated: int, in_progress: bool) -> None:
+    """What the rollout workflow writes (activities/rollout.py), by hand: no worker runs here."""
+    condition = {"type": names.CONDITION_UPDATE_IN_PROGRESS, "status": "True" if in_progress else "False",
+                 "reason": "Test", "message": "", "lastTransitionTime": "2026-11-27T00:00:00Z"}
+    client.patch(PODCLIQUESETS, namespace, "count", {"status": {"updatedReplicas": updated, "conditions": [condition]}},
+                 subresource="status")
+
+
+def _not_ready(client: Kube, namespace: str, pclq: str) -> None:
+    client.patch(PODCLIQUES, namespace, pclq, {"status": {"replicas": 1, "readyReplicas": 0}}, subresource="status")
+
+
+async def test_a_pcs_back_to_full_availability_wakes_its_rollout_once_when_its_status_lags(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    """updatedReplicas is the rollout workflow's, which re-reads a PCS with replicas not updated only every 30 s: the
+    writer wakes it when every wanted replica has become available and the status does not show them updated, once
+    per return to full availability, and never during an update (the rollout follows its turns itself)."""
+    client = Kube(kube)
+    model, _, _, owner = create_pcs(client, namespace, one_clique_pcs(namespace, "count", 2))
+    for replica in range(2):
+        client.create(PODCLIQUES, namespace, manifests.podclique_manifest(
+            model, plan_replica(model, replica), f"count-{replica}-a", owner=owner))
+    uid = str(owner["uid"])
+    woken: list[list[tuple[str, str, str]]] = []
+
+    async def wake(pcses: list[tuple[str, str, str]]) -> None:
+        woken.append(pcses)
+
+    cache = WatchCache(client, namespace)
+    writer = PcsStatusWriter(client, cache, interval=0.05, wake_rollouts=wake)
+    cache.start()
+    term: asyncio.Task[None] | None = None
+    try:
+        await _until(lambda: cache.synced, "the cache to list every kind")
+        term = asyncio.create_task(writer.run())
+        _ready(client, namespace, "count-0-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "one of two available")
+        assert woken == [], "not every replica available: the rollout's own re-read is enough"
+        _ready(client, namespace, "count-1-a")
+        await _until(lambda: bool(woken), "the rollout woken when both replicas are available")
+        assert woken == [[(namespace, "count", uid)]]
+
+        # The rollout workflow mirrored 2 of 2; a replica breaks and comes back: nothing lags, nobody is woken.
+        _set_rollout_status(client, namespace, updated=2, in_progress=False)
+        _not_ready(client, namespace, "count-1-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "replica 1 down")
+        _ready(client, namespace, "count-1-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (2, 2), "replica 1 back")
+        await asyncio.sleep(0.3)
+        assert len(woken) == 1, "the status already shows every replica updated"
+
+        # During an update the rollout workflow follows its turns: not woken either.
+        _set_rollout_status(client, namespace, updated=1, in_progress=True)
+        _not_ready(client, namespace, "count-0-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "replica 0 down")
+        _ready(client, namespace, "count-0-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (2, 2), "replica 0 back")
+        await asyncio.sleep(0.3)
+        assert len(woken) == 1, "an update is in progress"
+
+        # Outside an update, with the status behind: woken again, once.
+        _set_rollout_status(client, namespace, updated=1, in_progress=False)
+        _not_ready(client, namespace, "count-0-a")
+        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "replica 0 down again")
+        _ready(client, namespace, "count-0-a")
+        await _until(lambda: len(woken) == 2, "woken on the return to full availability")
+        await asyncio.sleep(0.3)
+        assert woken[1] == [(namespace, "count", uid)] and len(woken) == 2
+    finally:
+        if term is not None:
+            term.cancel()
+            await asyncio.gather(term, return_exceptions=True)
+        cache.stop()
