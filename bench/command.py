@@ -24,6 +24,7 @@ ACCEPTS = {
     "rollout": {"replicas", "per_pcs"},
     "scaleout": {"replicas", "per_pcs", "worker_counts", "delay"},
 }
+EVERY_SCENARIO = {"timeout"}  # how long one phase may wait before the run is abandoned
 
 
 def _distinct(value: str | None, allowed: tuple[str, ...], what: str, option: str, *,
@@ -100,6 +101,9 @@ def bench(
                                                            "fresh stack (1,2,3)")] = None,
     floors: Annotated[str | None, typer.Option(help="b3: comma-separated floors measured beside the product, each on "
                                                     "a fresh stack: direct, temporal, local (all three)")] = None,
+    timeout: Annotated[float | None, typer.Option(min=1, help="seconds one phase may wait before the run is "
+                                                             "abandoned (b1, b2, scale: 300; b5, scaleout: 900; "
+                                                             "b4: 1200; b3, rollout: 1800)")] = None,
     out: Annotated[Path, typer.Option(help="directory for the JSON result")] = REPO / "bench-results",
 ) -> None:
     """Run one benchmark scenario on a fresh local stack; print a table and write JSON."""
@@ -116,11 +120,11 @@ def bench(
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
                              "profile": profile or None,
                              "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
-                             "backends": _backends(backends), "floors": _floors(floors)}
+                             "backends": _backends(backends), "floors": _floors(floors), "timeout": timeout}
     if pods_per_replica is not None and pods_per_replica not in (1, 17):
         raise typer.BadParameter(f"{pods_per_replica}: 1 or 17", param_hint="'--pods-per-replica'")
     given = {k: v for k, v in given.items() if v is not None}
-    wrong = sorted(set(given) - ACCEPTS[scenario])
+    wrong = sorted(set(given) - ACCEPTS[scenario] - EVERY_SCENARIO)
     if wrong:
         raise typer.BadParameter(f"{scenario} does not take {', '.join('--' + w.replace('_', '-') for w in wrong)}")
     async def measured() -> dict[str, Any]:
@@ -136,6 +140,9 @@ def bench(
             raise
         typer.echo("bench: stopped before it finished; nothing written, the stack is down", err=True)
         raise typer.Exit(130) from stopped
+    except TimeoutError as late:
+        typer.echo(f"bench: {late}; nothing written, the stack is down (a longer --timeout lets it finish)", err=True)
+        raise typer.Exit(1) from late
     report.render(result)
     path = report.write(result, out)
     typer.echo(f"wrote {path}")
