@@ -128,32 +128,21 @@ async def test_a_pcs_back_to_full_availability_wakes_its_rollout_once_when_its_s
         await _until(lambda: bool(woken), "the rollout woken when both replicas are available")
         assert woken == [[(namespace, "count", uid)]]
 
-        # The rollout workflow mirrored 2 of 2; a replica breaks and comes back: nothing lags, nobody is woken.
-        _set_rollout_status(client, namespace, updated=2, in_progress=False)
-        _not_ready(client, namespace, "count-1-a")
-        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "replica 1 down")
-        _ready(client, namespace, "count-1-a")
-        await _until(lambda: _figures(client, namespace)[:2] == (2, 2), "replica 1 back")
-        await asyncio.sleep(0.3)
+        async def down_and_back(pclq: str, *, updated: int, in_progress: bool) -> None:
+            """The rollout workflow's status as given; one replica breaks and comes back."""
+            _set_rollout_status(client, namespace, updated=updated, in_progress=in_progress)
+            _not_ready(client, namespace, pclq)
+            await _until(lambda: _figures(client, namespace)[:2] == (2, 1), f"{pclq} down")
+            _ready(client, namespace, pclq)
+            await _until(lambda: _figures(client, namespace)[:2] == (2, 2), f"{pclq} back")
+            await asyncio.sleep(0.3)
+
+        await down_and_back("count-1-a", updated=2, in_progress=False)
         assert len(woken) == 1, "the status already shows every replica updated"
-
-        # During an update the rollout workflow follows its turns: not woken either.
-        _set_rollout_status(client, namespace, updated=1, in_progress=True)
-        _not_ready(client, namespace, "count-0-a")
-        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "replica 0 down")
-        _ready(client, namespace, "count-0-a")
-        await _until(lambda: _figures(client, namespace)[:2] == (2, 2), "replica 0 back")
-        await asyncio.sleep(0.3)
-        assert len(woken) == 1, "an update is in progress"
-
-        # Outside an update, with the status behind: woken again, once.
-        _set_rollout_status(client, namespace, updated=1, in_progress=False)
-        _not_ready(client, namespace, "count-0-a")
-        await _until(lambda: _figures(client, namespace)[:2] == (2, 1), "replica 0 down again")
-        _ready(client, namespace, "count-0-a")
-        await _until(lambda: len(woken) == 2, "woken on the return to full availability")
-        await asyncio.sleep(0.3)
-        assert woken[1] == [(namespace, "count", uid)] and len(woken) == 2
+        await down_and_back("count-0-a", updated=1, in_progress=True)
+        assert len(woken) == 1, "an update is in progress: the rollout workflow follows its turns"
+        await down_and_back("count-0-a", updated=1, in_progress=False)
+        assert woken[1:] == [[(namespace, "count", uid)]], "outside an update, the status behind: woken again, once"
     finally:
         if term is not None:
             term.cancel()
