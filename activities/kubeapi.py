@@ -455,18 +455,19 @@ def ours(obj: JSON) -> bool:
     return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
-def _condition(pod: JSON, kind: str) -> bool:
+def condition_true(obj: JSON, kind: str) -> bool:
+    """The object's status condition of type `kind` is True (a pod's, or one of ours)."""
     return any(
-        c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []
+        c.get("type") == kind and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or []
     )
 
 
 def pod_ready(pod: JSON) -> bool:
-    return _condition(pod, "Ready")
+    return condition_true(pod, "Ready")
 
 
 def pod_scheduled(pod: JSON) -> bool:
-    return _condition(pod, "PodScheduled") or bool((pod.get("spec") or {}).get("nodeName"))
+    return condition_true(pod, "PodScheduled") or bool((pod.get("spec") or {}).get("nodeName"))
 
 
 def pod_gated(pod: JSON) -> bool:

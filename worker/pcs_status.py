@@ -31,7 +31,17 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fanout import fan_out
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError, Resource, ours
+from activities.kubeapi import (
+    JSON,
+    PODCLIQUES,
+    PODCLIQUESETS,
+    SCALINGGROUPS,
+    Kube,
+    KubeError,
+    Resource,
+    condition_true,
+    ours,
+)
 from activities.watch_cache import NotFresh, WatchCache
 from grove import names, ownership
 from grove.pcs_count import pcs_figures
@@ -162,10 +172,8 @@ class PcsStatusWriter:
         self._fully_available[pcs_id] = full
         if not full or was_full:
             return
-        status = pcs.get("status") or {}
-        updating = any(c.get("type") == names.CONDITION_UPDATE_IN_PROGRESS and c.get("status") == "True"
-                       for c in status.get("conditions") or [])
-        if status.get("updatedReplicas") != figures["replicas"] and not updating:
+        updated = (pcs.get("status") or {}).get("updatedReplicas")
+        if updated != figures["replicas"] and not condition_true(pcs, names.CONDITION_UPDATE_IN_PROGRESS):
             with self._lock:
                 self._to_wake.add(pcs_id)
 
