@@ -455,6 +455,11 @@ def ours(obj: JSON) -> bool:
     return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
+def condition_of(obj: JSON, kind: str) -> JSON:
+    """The object's status condition of type `kind`; {} where it has none."""
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
 def condition_true(obj: JSON, kind: str) -> bool:
     """The object's status condition of type `kind` is True (a pod's, or one of ours)."""
     return any(

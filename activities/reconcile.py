@@ -18,7 +18,7 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import events
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, Kube
+from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, Kube, condition_of
 from activities.scaling import sync_day2
 from activities.status import write_pcs_condition
 from grove import names
@@ -74,10 +74,9 @@ def rollout_settled(obj: JSON, pcs: PodCliqueSet | None) -> bool:
     if pcs is None:
         return False
     status = obj.get("status") or {}
-    condition: JSON = next((c for c in status.get("conditions") or []
-                      if c.get("type") == names.CONDITION_UPDATE_IN_PROGRESS), {})
     return (status.get("currentGenerationHash") == generation_hash(pcs)
-            and status.get("updatedReplicas") == wanted_replicas(obj) and condition.get("status") == "False")
+            and status.get("updatedReplicas") == wanted_replicas(obj)
+            and condition_of(obj, names.CONDITION_UPDATE_IN_PROGRESS).get("status") == "False")
 
 
 class ReconcileActivities:

@@ -23,6 +23,7 @@ from activities.kubeapi import (
     PODS,
     Kube,
     KubeError,
+    condition_of,
     controller_uid,
     name_of,
     ours,
@@ -132,7 +133,7 @@ def mirror_unsupported(kube: Kube, pcs_obj: JSON) -> None:
     meta = pcs_obj["metadata"]
     want = "True" if found else "False"
     message = "; ".join(found)[:1000] if found else "every field set is implemented"
-    current = _condition(pcs_obj, names.CONDITION_UNSUPPORTED_FIELDS)
+    current = condition_of(pcs_obj, names.CONDITION_UNSUPPORTED_FIELDS)
     if current.get("status") == want and current.get("message") == message:
         return
     if not current and not found:
@@ -147,10 +148,6 @@ def mirror_unsupported(kube: Kube, pcs_obj: JSON) -> None:
                     meta["name"], message)
         events.record_for_pcs(kube, meta["namespace"], meta["name"], meta["uid"], "UnsupportedFields",
                               f"Not acted on (kept as written): {message}", type="Warning")
-
-
-def _condition(obj: JSON, kind: str) -> JSON:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
 # --- startup order -------------------------------------------------------------------------------------------------
