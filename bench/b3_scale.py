@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from activities.backend import detect
-from bench import direct, floor, replicas, temporal_floor
+from bench import direct, floor, replicas, report, temporal_floor
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
 from bench.sampling import Delta, Reading, history_lengths, wait_quiet
 from bench.stats import ratio, summary
+from bench.workload import live_pods
+from localstack.workerproc import WorkerProcess
 
 MIB = 1024 * 1024
 FLOOR_THREADS = 8
@@ -48,41 +50,61 @@ FLOORS = ("direct", "temporal", "local")  # the direct client; one workflow per 
 async def run(clusters: Clusters, *, sizes: tuple[int, ...] = (200, 500, 1000), per_pcs: int = 10,
               pods_per_replica: int = 1, timeout: float = 1800.0, profile: bool = False,
               floors: tuple[str, ...] = FLOORS) -> dict[str, Any]:
-    results = []
+    results: list[dict[str, Any]] = []
     for size in sizes:
         # Each phase on a stack of its own (a borrowed stack is shared): a phase that ran on what the one before
         # left behind would pay for it (at 5,000, 15,000 pods of the floors weighed on the product).
         measured: dict[str, dict[str, Any]] = {}
-        for kind in floors:
+        try:
+            for kind in floors:
+                async with clusters.cluster(pods=size * pods_per_replica) as cluster:
+                    if kind == "direct":
+                        measured[kind] = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica,
+                                                                 timeout)
+                    else:
+                        measured[kind] = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout,
+                                                               local=kind == "local")
+                _progress(f"{kind} floor", size, measured[kind])
             async with clusters.cluster(pods=size * pods_per_replica) as cluster:
-                if kind == "direct":
-                    measured[kind] = await asyncio.to_thread(_floor, cluster, size, per_pcs, pods_per_replica,
-                                                             timeout)
-                else:
-                    measured[kind] = await _temporal_floor(cluster, size, per_pcs, pods_per_replica, timeout,
-                                                           local=kind == "local")
-            _progress(f"{kind} floor", size, measured[kind])
-        async with clusters.cluster(pods=size * pods_per_replica) as cluster:
-            result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
+                result = await _one(cluster, size, per_pcs, pods_per_replica, timeout, profile)
+        except TimeoutError as late:  # what this size measured until then, beside the sizes before it
+            so_far = late.results if isinstance(late, report.Unfinished) else {"replicas": size}
+            results.append(_beside_floors(so_far, measured))
+            raise report.Unfinished(str(late), _assembled(results, per_pcs, pods_per_replica, floors)) from late
         _progress("product", size, result)
-        for kind, key in (("direct", "floor"), ("temporal", "temporal_floor"), ("local", "temporal_floor_local")):
-            if kind in measured:
-                result[key] = measured[kind]
-                result[f"all_released_vs_{key}"] = ratio(result["all_released_s"], measured[kind]["all_released_s"])
-                if kind != "direct" and "direct" in measured:
-                    measured[kind]["all_released_vs_floor"] = ratio(measured[kind]["all_released_s"],
-                                                                    measured["direct"]["all_released_s"])
-        results.append(result)
+        results.append(_beside_floors(result, measured))
+    return _assembled(results, per_pcs, pods_per_replica, floors)
+
+
+def _beside_floors(result: dict[str, Any], measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The product's figures with each floor measured beside it and the ratio of all released to each."""
+    for kind, key in (("direct", "floor"), ("temporal", "temporal_floor"), ("local", "temporal_floor_local")):
+        if kind in measured:
+            result[key] = measured[kind]
+            result[f"all_released_vs_{key}"] = ratio(result.get("all_released_s"), measured[kind]["all_released_s"])
+            if kind != "direct" and "direct" in measured:
+                measured[kind]["all_released_vs_floor"] = ratio(measured[kind]["all_released_s"],
+                                                                measured["direct"]["all_released_s"])
+    return result
+
+
+def _assembled(results: list[dict[str, Any]], per_pcs: int, pods_per_replica: int,
+               floors: tuple[str, ...]) -> dict[str, Any]:
+    """Every size's figures, their growth and the targets; a size that timed out counts for no target it missed
+    measuring (its `all_released_s` is missing) and for no growth."""
     targets = {f"all_released_le_{TARGET_RATIO:g}x_floor_at_{r['replicas']}": r["all_released_vs_floor"] <= TARGET_RATIO
                for r in results if r["replicas"] == TARGET_SIZE and r.get("all_released_vs_floor") is not None}
     if pods_per_replica == 17:  # issue 17's shape for these two: created to Available, every replica
         for r in results:
-            targets[f"kube_requests_le_{TARGET_REQUESTS}_per_replica_at_{r['replicas']}"] = \
-                r["kube_requests_per_replica"] <= TARGET_REQUESTS
-            targets[f"history_events_le_{TARGET_EVENTS}_every_replica_at_{r['replicas']}"] = \
-                r["history_events_per_replica"].get("max", float("inf")) <= TARGET_EVENTS
+            if "kube_requests_per_replica" in r:
+                targets[f"kube_requests_le_{TARGET_REQUESTS}_per_replica_at_{r['replicas']}"] = \
+                    r["kube_requests_per_replica"] <= TARGET_REQUESTS
+            if "history_events_per_replica" in r:
+                targets[f"history_events_le_{TARGET_EVENTS}_every_replica_at_{r['replicas']}"] = \
+                    r["history_events_per_replica"].get("max", float("inf")) <= TARGET_EVENTS
+    finished = [r for r in results if "all_released_s" in r and "quiet_s" in r]
     return {"per_pcs": per_pcs, "pods_per_replica": pods_per_replica, "floors": list(floors), "sizes": results,
-            "growth": _growth(results), "targets": targets}
+            "growth": _growth(finished), "targets": targets}
 
 
 def _progress(phase: str, size: int, result: dict[str, Any]) -> None:
@@ -163,15 +185,18 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         t0 = time.time()
         replicas.create_all(cluster, fleet)
         created = time.time()
-        t_released, t_ready, t_settled = await replicas.settle(observer, fleet, timeout)
-        t_quiet = await wait_quiet(worker, timeout=timeout)
-        after = Reading.take(worker)
-        profiled = profiler.stop() if profiler is not None else None
+        try:
+            t_released, t_ready, t_settled = await replicas.settle(observer, fleet, timeout)
+            t_quiet = await wait_quiet(worker, timeout=timeout)
+        except TimeoutError as late:
+            figures = _spent(cluster, worker, before, component_cpu, size, profiler)
+            raise report.Unfinished(str(late), {
+                "replicas": size, "create_requests_s": round(created - t0, 2),
+                "timed_out_after_s": round(time.time() - t0, 1), **_pods_so_far(observer, fleet, t0),
+                **figures}) from late
+        figures = _spent(cluster, worker, before, component_cpu, size, profiler)
         per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
-    delta = Delta.between(before, after)
     lengths = await history_lengths(cluster.client, replicas.workflow_ids(cluster, fleet))
-    requests = delta.requests(foreground_only=True)
-    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),
@@ -180,6 +205,22 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "all_mirrored_ready_s": round(t_settled - t0, 2),
         "quiet_s": round(t_quiet - t0, 2),
         "release_after_first_create_s": summary([t - t0 for t in per_pod]),
+        "history_events_per_replica": summary([float(v) for v in lengths.values()], 1),
+        "history_events_total": sum(lengths.values()),
+        **figures,
+    }
+
+
+def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, component_cpu: dict[str, float],
+           size: int, profiler: Profiler | None) -> dict[str, Any]:
+    """What the product spent since `before`: worker CPU and memory, Kubernetes requests, the stack's CPU, and the
+    worker's profile if one ran."""
+    after = Reading.take(worker)
+    profiled = profiler.stop() if profiler is not None else None
+    delta = Delta.between(before, after)
+    requests = delta.requests(foreground_only=True)
+    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+    return {
         "worker_cpu_s": round(delta.cpu_seconds, 1),
         "worker_peak_rss_mib": round(after.peak_rss_bytes / MIB, 1),
         "worker_rss_before_mib": round(before.rss_bytes / MIB, 1),
@@ -187,12 +228,19 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "kube_requests_per_replica": round(requests / size, 2),
         "kube_requests_by_verb": delta.requests_by_verb(),
         "kube_requests_by_verb_resource": delta.requests_by_verb_resource(),
-        "history_events_per_replica": summary([float(v) for v in lengths.values()], 1),
-        "history_events_total": sum(lengths.values()),
         "stack_cpu_s": stack_cpu,
         "cpu_ms_per_replica": _per_replica({"worker": delta.cpu_seconds, **stack_cpu}, size),
         **({"worker_profile": profiled} if profiled else {}),
     }
+
+
+def _pods_so_far(observer: Observer, fleet: replicas.Fleet, t0: float) -> dict[str, Any]:
+    """How far a run that timed out got: pods wanted, live, released and Ready, and when each was released."""
+    pods = live_pods(observer, fleet.namespace)
+    released = [t - t0 for p in pods if (t := p.first(lambda s: not s["gated"])) is not None and not p.state["gated"]]
+    return {"pods_wanted": fleet.replicas * fleet.pods_per_replica, "pods_live": len(pods),
+            "pods_released": len(released), "pods_ready": sum(1 for p in pods if p.state["ready"]),
+            "release_after_first_create_s": summary(released)}
 
 
 def _per_replica(cpu_seconds: dict[str, float], size: int) -> dict[str, float]:

@@ -140,6 +140,12 @@ def bench(
             raise
         typer.echo("bench: stopped before it finished; nothing written, the stack is down", err=True)
         raise typer.Exit(130) from stopped
+    except report.Unfinished as late:  # the figures measured until then, marked timed_out
+        report.render(late.results)
+        path = report.write(late.results, out)
+        typer.echo(f"bench: {late}; wrote what was measured until then to {path}, the stack is down "
+                   "(a longer --timeout lets it finish)", err=True)
+        raise typer.Exit(1) from late
     except TimeoutError as late:
         typer.echo(f"bench: {late}; nothing written, the stack is down (a longer --timeout lets it finish)", err=True)
         raise typer.Exit(1) from late

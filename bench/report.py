@@ -20,6 +20,15 @@ STAT_COLUMNS = ("n", "p50", "p95", "p99", "max")
 TABLE_SKIPS = {"kube_requests_by_verb_resource", "by_verb_resource"}  # in the JSON only: too wide for a table
 
 
+class Unfinished(TimeoutError):
+    """A run that ran out of time, carrying the figures it measured until then. The command writes them, marked
+    `timed_out`, instead of nothing: a 50-minute run that misses its deadline by a minute still says how far it got."""
+
+    def __init__(self, message: str, results: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
 def envelope(scenario: str, options: dict[str, Any], results: dict[str, Any], *, kube_version: str | None,
              started: float, machine: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     return {

@@ -26,7 +26,16 @@ async def run_scenario(name: str, options: dict[str, Any], *, stack: LocalStack 
     started = time.time()
     machine = env.machine()
     clusters = Clusters(stack)
-    results = await scenarios()[name](clusters, **options)
+    try:
+        results = await scenarios()[name](clusters, **options)
+    except report.Unfinished as late:  # what it measured, enveloped like a finished run's, to be written
+        raise report.Unfinished(str(late), _enveloped(name, options, {**late.results, "timed_out": str(late)},
+                                                      clusters, started, machine)) from late
+    return _enveloped(name, options, results, clusters, started, machine)
+
+
+def _enveloped(name: str, options: dict[str, Any], results: dict[str, Any], clusters: Clusters, started: float,
+               machine: dict[str, Any]) -> dict[str, Any]:
     notes = list(results.pop("notes", []))
     return report.envelope(name, options, results, kube_version=clusters.kube_version, started=started,
                            machine=machine, notes=notes)

@@ -102,6 +102,23 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
 
 
+async def test_b3_that_runs_out_of_time_carries_what_it_measured(stack: LocalStack) -> None:
+    from bench.report import Unfinished
+
+    # the worker cannot be quiet for 5 s within 1 s: the product phase times out, every time
+    with pytest.raises(Unfinished) as late:
+        await run_scenario("b3", {"sizes": (3,), "per_pcs": 3, "floors": (), "timeout": 1.0}, stack=stack)
+    results = _envelope_ok(late.value.results, "b3")
+    assert results["timed_out"] == str(late.value) and "timed out" in results["timed_out"]
+    (size,) = results["sizes"]
+    assert size["replicas"] == 3 and size["pods_wanted"] == 3 and size["timed_out_after_s"] >= 1.0
+    assert 0 <= size["pods_released"] <= size["pods_live"] <= 3
+    # whatever the worker had done by then (within 1 s it may not have created anything yet)
+    assert size["kube_requests"] >= 0 and size["worker_cpu_s"] >= 0 and size["worker_peak_rss_mib"] > 0
+    assert set(size["cpu_ms_per_replica"]) == {"worker", "temporal", "kube-apiserver"}
+    assert "all_released_s" not in size and results["growth"] == []
+
+
 async def test_b4_idle_cost_splits_fixed_and_per_replica(stack: LocalStack) -> None:
     results = _envelope_ok(await run_scenario("b4", {"replicas": 3, "window": 5.0, "per_pcs": 3,
                                                       "rollout_resync": 20.0}, stack=stack), "b4")

@@ -50,3 +50,28 @@ def test_a_phase_that_times_out_ends_the_run_in_one_line_and_writes_nothing(tmp_
     assert result.stderr.strip() == ("bench: timed out after 5s waiting for 17000 pods released; nothing written, "
                                      "the stack is down (a longer --timeout lets it finish)")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_times_out_with_figures_writes_them_marked_and_exits_1(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import bench.runner
+    from bench import env, report
+
+    message = "timed out after 5s waiting for 17000 pods released"
+    measured = report.envelope("b3", {"timeout": 5.0}, {"timed_out": message,
+                                                       "sizes": [{"replicas": 1000, "pods_released": 12492}]},
+                               kube_version="v1.36.3", started=0.0, machine=env.machine(), notes=[])
+
+    async def late(name: str, options: dict[str, object]) -> None:
+        raise report.Unfinished(message, measured)
+
+    monkeypatch.setattr(bench.runner, "run_scenario", late)
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["bench", "b3", "--timeout", "5", "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    (written,) = tmp_path.iterdir()
+    assert json.loads(written.read_text())["results"]["sizes"] == [{"replicas": 1000, "pods_released": 12492}]
+    assert result.stderr.strip() == (f"bench: {message}; wrote what was measured until then to {written}, "
+                                     "the stack is down (a longer --timeout lets it finish)")
+    assert "12,492" in result.stdout or "12492" in result.stdout  # the table too
