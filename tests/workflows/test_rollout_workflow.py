@@ -29,7 +29,7 @@ from workflows.contract import (
     ROLLOUT_TURN_SIGNAL,
     replica_workflow_id,
 )
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout import RESYNC_CACHED_PATCH, RolloutWorkflow
 from workflows.rollout_messages import (
     PcsRef,
     RolloutControl,
@@ -306,7 +306,7 @@ async def test_idle_rounds_read_the_watch_cache_and_a_woken_round_the_apiserver(
 
 
 async def test_a_pcs_still_starting_is_followed_from_the_watch_cache_and_a_turn_granted_on_a_fresh_read(
-        env: tuple[Client, Script, str]) -> None:
+        env: tuple[Client, Script, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """While its replicas are not updated yet and no turn runs (a new PCS starting), the rollout re-reads the PCS
     every active_resync from the watch cache, not the apiserver (at 1,000 replicas of 17 pods these reads of every
     pod were a third of the worker's CPU). A cached read that shows a turn to grant is read again from the
@@ -328,3 +328,12 @@ async def test_a_pcs_still_starting_is_followed_from_the_watch_cache_and_a_turn_
     turn = (await until(lambda: turns(client, ref, 0), "replica 0's turn"))[0]
     assert script.reads[seen:seen + 2] == ["cache", "apiserver"], script.reads[seen:]
     assert turn.generation_hash == "g2" and (await status(handle)).current == 0
+    # The new reads are patch-guarded: the history replays on today's code, and not on a path without the patch.
+    from tests.histories import replayer
+
+    history = await handle.fetch_history()
+    assert (await replayer().replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
+    real = workflow.patched
+    monkeypatch.setattr(workflow, "patched", lambda asked: False if asked == RESYNC_CACHED_PATCH else real(asked))
+    unguarded = await replayer(sandboxed=False).replay_workflow(history, raise_on_replay_failure=False)
+    assert "nondetermin" in str(unguarded.replay_failure).lower(), unguarded.replay_failure
