@@ -133,6 +133,7 @@ def _floor_namespace(cluster: BenchCluster, kind: str, size: int, per_pcs: int,
 def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float) -> dict[str, Any]:
     """The same replicas made by a direct client (no Temporal), their gates removed from a pod watch."""
     with _floor_namespace(cluster, "floor", size, per_pcs, pods_per_replica) as (backend, fleet, observer):
+        component_cpu = cluster.stack_cpu()
         pods_total = size * pods_per_replica
         t0 = time.time()
         created = replicas.create_all(cluster, fleet)
@@ -140,9 +141,12 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
         t_created = time.time()
         t_released = observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), timeout,
                                    f"floor: {pods_total} pods released", 0.25)
+    # the stack's CPU for the same objects and gates: what the product's stack CPU compares with (no Temporal here)
+    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items() if k != "temporal"}
     return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
             "all_released_s": round(t_released - t0, 2),
-            "kube_requests_per_replica": round((requests + pods_total) / size, 2)}  # + one gate patch per pod
+            "kube_requests_per_replica": round((requests + pods_total) / size, 2),  # + one gate patch per pod
+            "stack_cpu_s": stack_cpu, "cpu_ms_per_replica": _per_replica(stack_cpu, size)}
 
 
 async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int,

@@ -85,6 +85,8 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         floor = size["floor"]  # the direct client on the same stack, just before
         assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
         assert floor["kube_requests_per_replica"] >= 6  # Service, PodClique, PodGang, pod, refs, gate (+ PCS)
+        assert floor["stack_cpu_s"]["kube-apiserver"] > 0 and "temporal" not in floor["stack_cpu_s"]
+        assert set(floor["cpu_ms_per_replica"]) == {"kube-apiserver"}
         orchestrated = size["temporal_floor"]  # the same work, one minimal workflow of one activity per replica
         assert orchestrated["workflows"] == size["replicas"] and orchestrated["all_released_s"] > 0
         assert orchestrated["kube_requests_per_replica"] == floor["kube_requests_per_replica"]
