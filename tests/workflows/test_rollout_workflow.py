@@ -153,6 +153,16 @@ async def until(check: Callable[[], Any], what: str, timeout: float = 20) -> Any
         await asyncio.sleep(0.1)
 
 
+async def two_cached_rounds_after_a_fresh_one(script: Script, kind: str) -> None:
+    """Wait for two rounds read from the watch cache; the run's first read the apiserver, and none since did."""
+    async def cached_rounds() -> bool:
+        return script.reads.count("cache") >= 2
+
+    await until(cached_rounds, f"two {kind} rounds")
+    assert script.reads[0] == "apiserver", "a run's first round reads the apiserver"
+    assert set(script.reads[1:]) == {"cache"}, script.reads
+
+
 async def status(handle: WorkflowHandle[Any, Any]) -> RolloutStatus:
     return await handle.query("status", result_type=RolloutStatus)
 
@@ -286,13 +296,7 @@ async def test_idle_rounds_read_the_watch_cache_and_a_woken_round_the_apiserver(
     ref = REF.model_copy(update={"pcs_uid": uuid.uuid4().hex})
     script.set("g1", [(True, True, False)] * 2)
     handle = await start(client, queue, ref, 2, idle_resync=timedelta(seconds=1))
-
-    async def cached_rounds() -> bool:
-        return script.reads.count("cache") >= 2
-
-    await until(cached_rounds, "two idle rounds")
-    assert script.reads[0] == "apiserver", "a run's first round reads the apiserver"
-    assert set(script.reads[1:]) == {"cache"}, script.reads
+    await two_cached_rounds_after_a_fresh_one(script, "idle")
     script.set("g2", [(False, True, True)] * 2)
     seen = len(script.reads)
     await handle.signal(PCS_CHANGED_SIGNAL)
@@ -309,19 +313,13 @@ async def test_a_pcs_still_starting_is_followed_from_the_watch_cache_and_a_turn_
         env: tuple[Client, Script, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """While its replicas are not updated yet and no turn runs (a new PCS starting), the rollout re-reads the PCS
     every active_resync from the watch cache, not the apiserver (at 1,000 replicas of 17 pods these reads of every
-    pod were a third of the worker's CPU). A cached read that shows a turn to grant is read again from the
+    pod were most of the JSON the worker decoded). A cached read that shows a turn to grant is read again from the
     apiserver, and the turn is granted on that read."""
     client, script, queue = env
     ref = REF.model_copy(update={"pcs_uid": uuid.uuid4().hex})
     script.set("g1", [(False, False, False)] * 2)  # current generation, not available yet: not updated
     handle = await start(client, queue, ref, 2, active_resync=timedelta(seconds=1))
-
-    async def cached_rounds() -> bool:
-        return script.reads.count("cache") >= 2
-
-    await until(cached_rounds, "two resync rounds")
-    assert script.reads[0] == "apiserver", "a run's first round reads the apiserver"
-    assert set(script.reads[1:]) == {"cache"}, script.reads
+    await two_cached_rounds_after_a_fresh_one(script, "resync")
     assert await turns(client, ref, 0) == [] and await turns(client, ref, 1) == []
     script.set("g2", [(False, True, True)] * 2)  # a new generation the cache shows first (no signal came)
     seen = len(script.reads)
