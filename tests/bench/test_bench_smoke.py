@@ -111,7 +111,8 @@ async def test_b3_that_runs_out_of_time_carries_what_it_measured(stack: LocalSta
     with pytest.raises(Unfinished) as late:
         await run_scenario("b3", {"sizes": (3,), "per_pcs": 3, "floors": (), "timeout": 1.0}, stack=stack)
     results = _envelope_ok(late.value.results, "b3")
-    assert results["timed_out"] == str(late.value) and "timed out" in results["timed_out"]
+    # which wait ran out depends on the machine: the pods' ("timed out after 1s waiting for ...") or the quiet one's
+    assert results["timed_out"] == str(late.value) and "1s" in results["timed_out"], results["timed_out"]
     (size,) = results["sizes"]
     assert size["replicas"] == 3 and size["pods_wanted"] == 3 and size["timed_out_after_s"] >= 1.0
     assert 0 <= size["pods_released"] <= size["pods_live"] <= 3
