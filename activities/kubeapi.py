@@ -462,9 +462,7 @@ def condition_of(obj: JSON, kind: str) -> JSON:
 
 def condition_true(obj: JSON, kind: str) -> bool:
     """The object's status condition of type `kind` is True (a pod's, or one of ours)."""
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or []
-    )
+    return condition_of(obj, kind).get("status") == "True"
 
 
 def pod_ready(pod: JSON) -> bool:

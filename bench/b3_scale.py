@@ -142,7 +142,7 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
         t_released = observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), timeout,
                                    f"floor: {pods_total} pods released", 0.25)
     # the stack's CPU for the same objects and gates: what the product's stack CPU compares with (no Temporal here)
-    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items() if k != "temporal"}
+    stack_cpu = {k: v for k, v in cluster.stack_cpu_since(component_cpu).items() if k != "temporal"}
     return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
             "all_released_s": round(t_released - t0, 2),
             "kube_requests_per_replica": round((requests + pods_total) / size, 2),  # + one gate patch per pod
@@ -168,7 +168,7 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
                                               FLOOR_THREADS, released, timeout,
                                               cluster.log_dir / f"temporal-floor-{kind}-{size}.log", local=local)
     began = result.pop("t0")
-    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+    stack_cpu = cluster.stack_cpu_since(component_cpu)
     stack_cpu["worker"] = result["worker_cpu_s"]  # the floor's own worker process
     result.update(backend=backend, all_released_s=round(result["all_released_s"] + (began - t0), 2),
                   kube_requests_per_replica=round((len(created) + result.pop("requests") + pods_total) / size, 2),
@@ -223,7 +223,7 @@ def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, compon
     profiled = profiler.stop() if profiler is not None else None
     delta = Delta.between(before, after)
     requests = delta.requests(foreground_only=True)
-    stack_cpu = {k: round(v - component_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+    stack_cpu = cluster.stack_cpu_since(component_cpu)
     return {
         "worker_cpu_s": round(delta.cpu_seconds, 1),
         "worker_peak_rss_mib": round(after.peak_rss_bytes / MIB, 1),
@@ -241,7 +241,7 @@ def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, compon
 def _pods_so_far(observer: Observer, fleet: replicas.Fleet, t0: float) -> dict[str, Any]:
     """How far a run that timed out got: pods wanted, live, released and Ready, and when each was released."""
     pods = live_pods(observer, fleet.namespace)
-    released = [t - t0 for p in pods if (t := p.first(lambda s: not s["gated"])) is not None and not p.state["gated"]]
+    released = [t - t0 for p in pods if (t := p.first(lambda s: not s["gated"])) is not None]
     return {"pods_wanted": fleet.replicas * fleet.pods_per_replica, "pods_live": len(pods),
             "pods_released": len(released), "pods_ready": sum(1 for p in pods if p.state["ready"]),
             "release_after_first_create_s": summary(released)}

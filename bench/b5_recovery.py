@@ -104,7 +104,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         await asyncio.to_thread(observer.wait, progressed, timeout, f"{n} replicas progressed after the kill", 0.25)
         profiled = profiler.stop() if profiler is not None else None
         worker_cpu = procs.sample(survivor.pid).cpu_seconds
-        stack_cpu = {k: round(v - stack_cpu.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+        stack_cpu = cluster.stack_cpu_since(stack_cpu)
         changed = await changing
         ready_at, leader_at = await watching
     phases = await recovery_timeline.read(cluster.client, namespace, killed)

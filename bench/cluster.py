@@ -72,6 +72,10 @@ class BenchCluster:
                     found[name] = procs.sample(pid).cpu_seconds
         return found
 
+    def stack_cpu_since(self, before: dict[str, float]) -> dict[str, float]:
+        """CPU seconds each stack process has used since `before` (a `stack_cpu()` reading), to 0.1 s."""
+        return {k: round(v - before.get(k, 0.0), 1) for k, v in self.stack_cpu().items()}
+
     def close(self) -> None:
         for proc in self.workers:
             proc.stop()

@@ -95,7 +95,7 @@ async def _one(cluster: BenchCluster, count: int, size: int, per_pcs: int, delay
             pods[(t.labels.get(names.LABEL_PODCLIQUE, ""), t.name)].append(t.uid)
             if t.first(lambda s: not s["gated"]) is not None:
                 ungated.append(t.uid)
-    stack_cpu = {k: round(v - stack_before.get(k, 0.0), 1) for k, v in cluster.stack_cpu().items()}
+    stack_cpu = cluster.stack_cpu_since(stack_before)
     deltas = [Delta.between(b, a) for b, a in zip(before, after, strict=True)]
     actions, events_per_replica = await _read_histories(cluster, fleet)
     kube_events = cluster.kube.list_items(EVENTS, namespace)
