@@ -300,6 +300,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             background.append(asyncio.create_task(_start_cache(cache)))
         # One worker looks for stuck replica workflows: the watcher's leader (any worker without a watcher).
         doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
+                              sweep_batch=settings.stuck_sweep_batch,
                               leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))
         started.append(RunningWorker(settings, client, kube, worker, elector, doctor, scheduling))
         worker_task = asyncio.create_task(worker.run())

@@ -135,6 +135,9 @@ class WorkerSettings(BaseModel):
     stuck_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
                                    description="how often the leading worker looks for stuck replica workflows")
     stuck_attempts: int = Field(default=3, ge=1, description="failed attempts of one workflow task that make it stuck")
+    stuck_sweep_batch: int = Field(default=100, ge=1,
+                                   description="replica workflows described per check where visibility cannot name "
+                                               "those with failing workflow tasks")
     http_port: int | None = Field(
         default_factory=lambda: _port("GROVE_TEMPORAL_HTTP_PORT"),
         description="serve /metrics, /healthz and /readyz on this port; None to disable",

@@ -12,6 +12,7 @@ from tests import histories
 from worker.doctor import (
     TIMED_OUT,
     DoctorError,
+    Sweep,
     _prefix,
     find_reset_point,
     named_event,
@@ -70,3 +71,15 @@ def test_a_timed_out_task_is_named_as_such_and_not_sent_to_a_reset() -> None:
     assert "timed out after 10s" in message and "no reset needed" in message
     completed = HistoryEvent(event_id=8, event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
     assert task_problem([started, timed_out, completed]) == ("", "", None), "over once a task completed"
+
+
+def test_the_sweep_describes_a_batch_per_check_in_turn_and_keeps_the_stuck_ones() -> None:
+    sweep = Sweep(batch=2)
+    running = ["w1", "w2", "w3", "w4", "w5"]
+    assert sweep.next(running, stuck=[]) == ["w1", "w2"]
+    assert sweep.next(running, stuck=["w2"]) == ["w2", "w3", "w4"]
+    # w5 completed, w0 started: the pass goes on with what runs now, and a stuck workflow that completed is dropped
+    assert sweep.next(["w0", "w1", "w2", "w3", "w4"], stuck=["w2", "w5"]) == ["w0", "w2"]
+    # every running workflow described once: the next pass begins at the start
+    assert sweep.next(["w0", "w1", "w2", "w3", "w4"], stuck=[]) == ["w0", "w1"]
+    assert Sweep(batch=100).next(running, stuck=[]) == running

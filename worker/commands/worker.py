@@ -40,6 +40,10 @@ def worker(
     stuck_attempts: Annotated[
         int, typer.Option(min=1, help="failed attempts of one workflow task that make a replica workflow stuck")
     ] = 3,
+    stuck_sweep_batch: Annotated[
+        int, typer.Option(min=1, help="replica workflows described per check where Temporal's visibility cannot "
+                                      "name those with failing tasks (servers before 1.30, the dev server)")
+    ] = 100,
     scheduler_backend: Annotated[
         str | None, typer.Option(help="gang scheduler: auto (kube where the cluster serves native PodGroups, else "
                                       "none), kube, kai or none; default $GROVE_TEMPORAL_SCHEDULER_BACKEND or auto")
@@ -65,7 +69,7 @@ def worker(
         raise typer.Exit(2) from err
     updates: dict[str, object] = {"watcher": watcher, "watch_cache": watch_cache, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
                                   "stuck_check": timedelta(seconds=stuck_check_seconds),
-                                  "stuck_attempts": stuck_attempts,
+                                  "stuck_attempts": stuck_attempts, "stuck_sweep_batch": stuck_sweep_batch,
                                   "rollout_idle_resync": timedelta(seconds=rollout_resync_seconds)}
     if kubeconfig:
         updates["kubeconfig"] = kubeconfig
