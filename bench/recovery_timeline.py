@@ -42,6 +42,36 @@ def first_steps(events: list[Any], after: float) -> dict[str, float]:
     return found
 
 
+def task_spans(events: list[Any], after: float) -> list[tuple[float, float]]:
+    """(started, finished) of every workflow task a worker started after `after`, in seconds from it."""
+    started: dict[int, float] = {}
+    spans = []
+    for event in events:
+        at = event.event_time.ToDatetime().timestamp() - after
+        if event.HasField("workflow_task_started_event_attributes"):
+            started[event.event_id] = at
+            continue
+        for field in ("workflow_task_completed_event_attributes", "workflow_task_failed_event_attributes",
+                      "workflow_task_timed_out_event_attributes"):
+            if event.HasField(field):
+                begun = started.pop(getattr(event, field).started_event_id, None)
+                if begun is not None and begun >= 0:
+                    spans.append((begun, at))
+    return spans
+
+
+def occupancy(spans: list[tuple[float, float]]) -> dict[str, Any]:
+    """How busy the workers' workflow-task slots were over the recovery: tasks, their durations, and the mean number
+    in progress from the first start to the last finish (the slots a worker has bound it from above)."""
+    if not spans:
+        return {"tasks": 0}
+    first, last = min(b for b, _ in spans), max(e for _, e in spans)
+    busy = sum(e - b for b, e in spans)
+    return {"tasks": len(spans), "task_s": summary([e - b for b, e in spans]),
+            "mean_in_progress": round(busy / (last - first), 2) if last > first else None,
+            "from_s": round(first, 2), "to_s": round(last, 2)}
+
+
 async def read(client: Client, namespace: str, after: float, concurrency: int = 16) -> dict[str, Any]:
     """The phases of every replica workflow of `namespace` (ids `pcs/<namespace>/...`), summarised."""
     ids: list[tuple[str, str]] = []
@@ -50,12 +80,14 @@ async def read(client: Client, namespace: str, after: float, concurrency: int = 
             ids.append((listed.id, listed.run_id))
     gate = asyncio.Semaphore(concurrency)
     steps: list[dict[str, float]] = []
+    spans: list[tuple[float, float]] = []
 
     async def one(workflow_id: str, run_id: str) -> None:
         async with gate:
             with contextlib.suppress(RPCError):
                 history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
                 steps.append(first_steps(list(history.events), after))
+                spans.extend(task_spans(list(history.events), after))
 
     await asyncio.gather(*(one(w, r) for w, r in ids))
     replay_wait = [s["task_started"] - s["sticky_timed_out"] for s in steps
@@ -63,4 +95,5 @@ async def read(client: Client, namespace: str, after: float, concurrency: int = 
     return {"workflows": len(steps),
             "sticky_timeouts": sum(1 for s in steps if "sticky_timed_out" in s),
             **{f"{step}_after_kill_s": summary([s[step] for s in steps if step in s]) for step in STEPS},
-            "queued_after_sticky_timeout_s": summary(replay_wait)}
+            "queued_after_sticky_timeout_s": summary(replay_wait),
+            "workflow_tasks": occupancy(spans)}

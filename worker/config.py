@@ -38,6 +38,13 @@ def _whole_number(variable: str, default: int) -> int:
     return int(value)
 
 
+def _positive(variable: str, default: int) -> int:
+    value = _whole_number(variable, default)
+    if value < 1:
+        raise ValueError(f"{variable} must be at least 1, got {value}")
+    return value
+
+
 def _port(variable: str) -> int | None:
     """A TCP port from the environment, None when unset; a malformed one stops the worker in one line."""
     if not os.environ.get(variable):
@@ -83,7 +90,8 @@ class WorkerSettings(BaseModel):
     # A few slots let each replay finish and the rest wait in Temporal's queue, where no timeout runs. Eight were
     # still too many once histories reached 2,600 events (rounds 25-45 of the same run); with runs now capped at
     # 1,000 events (workflows/signals.py) four slots keep a full replay of each within the timeout at load 20.
-    max_concurrent_workflow_tasks: int = Field(default=4, ge=1)
+    max_concurrent_workflow_tasks: int = Field(
+        default_factory=lambda: _positive("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", 4), ge=1)
     # Temporal's workflow sandbox re-imports the workflow modules for every run it starts or replays and proxies each
     # call into them: about 12 ms of worker CPU per run started or taken into the cache, and 1.8x the CPU per replayed
     # event (replays of the recorded histories, tests/fixtures/histories/, with compiled bytecode; without .pyc files

@@ -72,3 +72,18 @@ def test_the_http_port_is_read_when_given_and_off_when_not(monkeypatch: pytest.M
     assert WorkerSettings().http_port is None
     monkeypatch.setenv("GROVE_TEMPORAL_HTTP_PORT", "9102")
     assert WorkerSettings().http_port == 9102
+
+
+def test_workflow_task_slots_stay_at_four_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", raising=False)
+    assert WorkerSettings().max_concurrent_workflow_tasks == 4
+    monkeypatch.setenv("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "16")
+    assert WorkerSettings().max_concurrent_workflow_tasks == 16
+
+
+@pytest.mark.parametrize(("value", "why"), [("0", "must be at least 1, got 0"),
+                                            ("many", "must be a whole number, got 'many'")])
+def test_a_bad_slot_count_is_refused_in_one_line_naming_the_variable(value: str, why: str) -> None:
+    result = CliRunner(env={"GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS": value}).invoke(app, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS {why}"
