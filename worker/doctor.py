@@ -9,8 +9,9 @@ served, and Temporal retries the task forever. Two causes are seen in practice:
 
 Finding them: Temporal's visibility reports workflows with failing workflow tasks in the system search attribute
 `TemporalReportedProblems` (`category=WorkflowTaskFailed`, `category=WorkflowTaskTimedOut`); where a server does
-not know that attribute, every running replica workflow is described instead. Each candidate is then described
-(the pending workflow task's attempt count) and its history read for the failure.
+not know that attribute, `doctor` describes every running replica workflow and the worker's periodic check a batch
+of them per check, in turn (`Sweep`). Each candidate is then described (the pending workflow task's attempt count)
+and its history read for the failure.
 
 Healing: Temporal's reset (ResetWorkflowExecution) starts a new run of the same workflow id from a point of the
 history; signals and updates received after that point are reapplied, so no control or nudge is lost. The point
