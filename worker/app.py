@@ -275,6 +275,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             activity_executor=executor,
             max_concurrent_activities=settings.activity_threads,
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+            nonsticky_to_sticky_poll_ratio=settings.nonsticky_poll_ratio,
             max_cached_workflows=settings.max_cached_workflows,
             graceful_shutdown_timeout=settings.graceful_shutdown,
             identity=settings.identity,

@@ -92,6 +92,13 @@ class WorkerSettings(BaseModel):
     # 1,000 events (workflows/signals.py) four slots keep a full replay of each within the timeout at load 20.
     max_concurrent_workflow_tasks: int = Field(
         default_factory=lambda: _positive("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", 4), ge=1)
+    # Of the SDK's five workflow-task pollers, the share that polls the shared task queue rather than this worker's
+    # sticky queue. The SDK's 0.2 gives the shared queue one poller; after a hand-over every workflow the dead worker
+    # held arrives there, and with one poller the survivor kept only 1.4 of its 4 slots busy. B5, two workers, 1,000
+    # replicas, the leader killed: every replica progressed after 44.5 / 46.3 / 50.3 s at 0.2 and 40.3 / 36.1 s at 0.6
+    # (2.0-2.1 slots busy); a lone restarted worker, where every task is on the shared queue anyway, did not change
+    # (52.6 s against 51-59 s). Two pollers stay on the sticky queue, enough for four slots in steady state.
+    nonsticky_poll_ratio: float = Field(default=0.6, gt=0, le=1)
     # Temporal's workflow sandbox re-imports the workflow modules for every run it starts or replays and proxies each
     # call into them: about 12 ms of worker CPU per run started or taken into the cache, and 1.8x the CPU per replayed
     # event (replays of the recorded histories, tests/fixtures/histories/, with compiled bytecode; without .pyc files
