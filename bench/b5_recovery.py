@@ -80,6 +80,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         pclqs = {t.name: t for t in observer.select("PodClique", namespace) if t.gone_at is None}
         pods = {t.name: t for t in observer.select("Pod", namespace) if t.gone_at is None}
         stack_cpu = cluster.stack_cpu()
+        # the standby has run since before the kill: count its CPU from the kill, as a restarted worker's is
+        survivor_cpu_before = procs.sample(standby.pid).cpu_seconds if standby is not None else 0.0
         killed = time.time()
         worker.kill()
         if standby is None:
@@ -103,7 +105,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
 
         await asyncio.to_thread(observer.wait, progressed, timeout, f"{n} replicas progressed after the kill", 0.25)
         profiled = profiler.stop() if profiler is not None else None
-        worker_cpu = procs.sample(survivor.pid).cpu_seconds
+        worker_cpu = procs.sample(survivor.pid).cpu_seconds - survivor_cpu_before
         stack_cpu = cluster.stack_cpu_since(stack_cpu)
         changed = await changing
         ready_at, leader_at = await watching
