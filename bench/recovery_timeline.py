@@ -86,8 +86,9 @@ async def read(client: Client, namespace: str, after: float, concurrency: int = 
         async with gate:
             with contextlib.suppress(RPCError):
                 history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-                steps.append(first_steps(list(history.events), after))
-                spans.extend(task_spans(list(history.events), after))
+                events = list(history.events)
+                steps.append(first_steps(events, after))
+                spans.extend(task_spans(events, after))
 
     await asyncio.gather(*(one(w, r) for w, r in ids))
     replay_wait = [s["task_started"] - s["sticky_timed_out"] for s in steps
