@@ -85,7 +85,8 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         floor = size["floor"]  # the direct client on the same stack, just before
         assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
         assert floor["kube_requests_per_replica"] >= 6  # Service, PodClique, PodGang, pod, refs, gate (+ PCS)
-        assert floor["stack_cpu_s"]["kube-apiserver"] > 0 and "temporal" not in floor["stack_cpu_s"]
+        # a few replicas' requests may cost kube-apiserver less than one 10 ms tick: summed over the runs, below
+        assert floor["stack_cpu_s"]["kube-apiserver"] >= 0 and "temporal" not in floor["stack_cpu_s"]
         assert set(floor["cpu_ms_per_replica"]) == {"kube-apiserver"}
         orchestrated = size["temporal_floor"]  # the same work, one minimal workflow of one activity per replica
         assert orchestrated["workflows"] == size["replicas"] and orchestrated["all_released_s"] > 0
@@ -99,6 +100,7 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert local["kube_requests_per_replica"] == orchestrated["kube_requests_per_replica"]
         assert local["worker_cpu_s"] >= 0
     assert sum(s[floor]["worker_cpu_s"] for s in results["sizes"] for floor in ("temporal_floor", "temporal_floor_local")) > 0
+    assert sum(s[phase]["stack_cpu_s"]["kube-apiserver"] for s in results["sizes"] for phase in ("floor", "temporal_floor")) > 0
     (growth,) = results["growth"]
     assert growth["size_ratio"] == 2.0
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
