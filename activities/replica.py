@@ -44,6 +44,7 @@ from activities.observe import (
     ClusterView,
     SpecReading,
     controller_uid,
+    drift,
     name_of,
     other_controller,
     ours,
@@ -356,6 +357,20 @@ def _as_cached(found: ReplicaSnapshot) -> ReplicaSnapshot:
     """Marked as read from the cache, and without read_from: a nudge judged by the clock is never covered by the
     cache (the workflow reads the apiserver for those), only by versions."""
     return found.model_copy(update={"from_cache": True, "read_from": None})
+
+
+def drift_in_cache(cache: WatchCache, scheduling: Scheduling | None, ref: ReplicaRef) -> tuple[str, ...] | None:
+    """What materialising the replica would fix, on the watch cache's view as it is now: the watcher's test of a
+    replica found by its first list (worker/watcher.py). None where the cache cannot say: not synced, the
+    PodCliqueSet not there as this replica's, or a spec that plans nothing (invalid, held, being deleted)."""
+    try:
+        view = read_replica_cached(cache, ref)
+    except NotFresh:
+        return None
+    spec = read_spec(view.pcs, ref, scheduling, view.counts())
+    if spec.state is not PcsState.PRESENT or spec.plan is None or spec.problems:
+        return None
+    return tuple(drift(view, spec.plan))
 
 
 def pcs_still_ours(kube: Kube, ref: ReplicaRef) -> bool:

@@ -119,12 +119,22 @@ class WatchCache:
         self._lock = threading.Condition()
         self._stores = {r.kind: _Store(r, indexed=r is not PODCLIQUESETS) for r in (PODCLIQUESETS, *REPLICA_KINDS)}
         self._subscribers: list[Subscriber] = []
+        self._on_first_sync: list[Callable[[], None]] = []
         self._started = False
 
     # --- lifecycle ---------------------------------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:
         """Hear every change, after the store has it. Subscribe before start() to hear the first lists too."""
         self._subscribers.append(subscriber)
+
+    def when_synced(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, when every kind has been listed for the first time (at once if that is done). It runs
+        on the thread of the last kind's list, after every subscriber has heard every item of every first list."""
+        with self._lock:
+            if not self.synced:
+                self._on_first_sync.append(callback)
+                return
+        callback()
 
     def start(self, pcs_sync_timeout: float = 60.0) -> WatchCache:
         """Start the watches: PodCliqueSets first, so that an object of a replica is never heard of before its
@@ -159,9 +169,12 @@ class WatchCache:
                 subscriber(store.resource, kind, obj, relisted, made[0].listed_at)
 
         def on_synced(_items: list[JSON]) -> None:
-            store.synced.set()
             with self._lock:
+                store.synced.set()
                 self._lock.notify_all()
+                first_sync, self._on_first_sync = (self._on_first_sync, []) if self.synced else ([], self._on_first_sync)
+            for callback in first_sync:
+                callback()
 
         def on_error(error: Exception, delay: float) -> None:
             if isinstance(error, KubeError):

@@ -23,7 +23,7 @@ from activities.backend import Scheduling, detect
 from activities.fanout import FANOUT_THREADS
 from activities.kubeapi import Kube, KubeError, api_client
 from activities.reconcile import ReconcileActivities
-from activities.replica import ReplicaActivities
+from activities.replica import ReplicaActivities, drift_in_cache
 from activities.rollout import RolloutActivities
 from activities.scaling import StartupActivities
 from activities.watch_cache import WatchCache
@@ -35,7 +35,7 @@ from worker.stuck_deletions import StuckDeletionSweeper
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
 from workflows.contract import reconciler_workflow_id
-from workflows.messages import ReconcilerInput
+from workflows.messages import ReconcilerInput, ReplicaRef
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -285,7 +285,9 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         if settings.watcher:
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
                               nudge_coalesce_seconds=settings.nudge_coalesce.total_seconds(),
-                              resync_seconds=settings.watch_resync.total_seconds(), cache=cache)
+                              resync_seconds=settings.watch_resync.total_seconds(), cache=cache,
+                              first_list_drift=lambda key: drift_in_cache(watcher.cache, scheduling, ReplicaRef(
+                                  namespace=key.namespace, pcs=key.pcs, pcs_uid=key.pcs_uid, replica=key.replica)))
             # hears the cache before it starts: no event missed
             pcs_status = PcsStatusWriter(kube, watcher.cache, wake_rollouts=rollout_waker(client))
             deletions = StuckDeletionSweeper(kube, watcher.cache)

@@ -13,6 +13,17 @@ objects with our labels, and the activity that created them hands it what it mad
 gate and nothing else (the gate release did that and reports it). Each such nudge arrived while that activity
 still ran, and cost the workflow a signal and a workflow task that found nothing to do: in B3, about a third of a
 replica's history (issue 17).
+
+A worker's first list. A process that has just started remembers nothing, so every item of its first lists is news
+to it, and it cannot tell what was deleted while no worker watched: no list shows an object that is gone. It used
+to nudge every replica without versions: a read from kube-apiserver each, an activity and a second workflow task
+per replica after a restart. It now holds the items until every kind is listed and then tests each replica on the
+cache: where nothing is missing or surplus against the plan (so no deletion can have gone unseen), the nudge
+carries the items' own resourceVersions, and a read of a cache that has reached them answers it (no round at all if
+the workflow has read them already; status writes after its last read usually make them newer); anything else still
+reads kube-apiserver. The items' own versions,
+not the LIST's: every worker's cache reaches an item's version with that item's watch event, where a LIST's version
+is reached only by the next event or bookmark of its kind (a minute on an idle kind).
 """
 
 from __future__ import annotations
@@ -44,7 +55,13 @@ from activities.metrics import NUDGES, WATCH_EVENTS
 from activities.watch_cache import WatchCache
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
-from workflows.contract import NUDGE_SIGNAL, PCS_CHANGED_SIGNAL, ReplicaKey, reconciler_workflow_id
+from workflows.contract import (
+    NUDGE_SIGNAL,
+    PCS_CHANGED_SIGNAL,
+    ReplicaKey,
+    parse_replica_workflow_id,
+    reconciler_workflow_id,
+)
 from workflows.messages import Nudge
 from workflows.nudge_versions import sending
 
@@ -108,6 +125,9 @@ RECONCILER_RETRY_SECONDS = (1.0, 10.0)  # back-off between failed pcs_changed si
 # be sent, with room for the old leader's last failed attempts (it steps down after 5 s of them, worker/leader.py).
 HANDOVER_WINDOW_SECONDS = 60.0
 TOUCHED_PRUNE_AT = 20_000
+# How long the items of the first lists are held for every kind to be listed (module docstring): far longer than the
+# lists take while kube-apiserver answers; a kind it refuses would otherwise hold them for good.
+FIRST_LIST_PATIENCE_SECONDS = 30.0
 
 
 def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
@@ -213,6 +233,7 @@ class Watcher:
         handover_window_seconds: float = HANDOVER_WINDOW_SECONDS,
         rpc_timeout: timedelta = RPC_TIMEOUT,
         nudge_coalesce_seconds: float = 0.005,
+        first_list_drift: Callable[[ReplicaKey], tuple[str, ...] | None] | None = None,
     ) -> None:
         self.kube = kube
         self.client = client
@@ -236,6 +257,11 @@ class Watcher:
         # Standby: workflow id -> (monotonic time of its latest change, the versions to nudge it with).
         self._touched: dict[str, tuple[float, Versions | None]] = {}
         self._following: asyncio.Future[WatchCache] | None = None
+        # The first lists of this process (module docstring, "A worker's first list"): workflow id -> the versions
+        # of its items, held until every kind is listed; None once they are sent (or with nothing to test them by).
+        self._first_list_drift = first_list_drift
+        self._first_list: dict[str, Versions | None] | None = {} if first_list_drift is not None else None
+        self._testing: asyncio.Future[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def follow(self) -> None:
@@ -244,12 +270,17 @@ class Watcher:
         if self._following is None:
             loop = asyncio.get_running_loop()
 
-            def heard(resource: Resource, kind: str, obj: JSON, _relisted: bool, listed_at: str | None) -> None:
+            def heard(resource: Resource, kind: str, obj: JSON, relisted: bool, listed_at: str | None) -> None:
                 feed = self._feeds.get(resource.kind)
                 if feed is not None and (feed is self.pcs_feed or ours(obj)):
-                    loop.call_soon_threadsafe(self._on_event, feed, kind, obj, listed_at)
+                    loop.call_soon_threadsafe(self._on_event, feed, kind, obj, listed_at, relisted)
 
             self.cache.subscribe(heard)
+            def synced() -> None:  # after every item of the first lists (each reached the loop before its kind synced)
+                loop.call_soon_threadsafe(self._first_lists_done)
+
+            self.cache.when_synced(synced)
+            loop.call_later(FIRST_LIST_PATIENCE_SECONDS, self._first_lists_overdue)
             self._following = asyncio.ensure_future(asyncio.to_thread(self.cache.start))
         await asyncio.shield(self._following)
 
@@ -310,8 +341,10 @@ class Watcher:
         return f"no nudge has reached Temporal for {time.monotonic() - since:.0f}s (plus the client's retries)"
 
     # --- event handling (event loop thread) -----------------------------------------------------------------
-    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON, listed_at: str | None = None) -> None:
-        """`listed_at`: the LIST's resourceVersion when the change was found by a (re)list, None for a watch event."""
+    def _on_event(self, feed: _Feed, kind: str | None, obj: JSON, listed_at: str | None = None,
+                  relisted: bool = False) -> None:
+        """`listed_at`: the LIST's resourceVersion when the change was found by a (re)list, None for a watch event;
+        `relisted`: found by a list after the first."""
         key = _key(obj)
         listed = listed_at is not None
         previous = feed.known.get(key)
@@ -335,14 +368,68 @@ class Watcher:
         # minutes). So do deletions a relist found: their own version is the last one this process saw, which that
         # read may cover too, and the deletion would go unseen. Runs begun before replica-baseline-5 judge them by
         # this process's clock (workflows/nudges.py).
-        versions = None if listed else _versions_of(feed.resource, obj)
+        # An item of this process's first list is held with its own version until every kind is listed, and then
+        # tested (_first_lists_done).
+        first = listed and not relisted and self._first_list is not None and kind != "DELETED"
+        versions = _versions_of(feed.resource, obj) if first or not listed else None
+        nudge = self._hold if first else self._nudge
         if feed is self.pcs_feed:
-            self._pcs_changed(key, obj, previous[1] if previous else None, versions)
+            self._pcs_changed(key, obj, previous[1] if previous else None, versions, nudge)
         else:
             for replica_key in self._replica_keys(obj):
-                self._nudge(replica_key.workflow_id, versions)
+                nudge(replica_key.workflow_id, versions)
 
-    def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None) -> None:
+    def _hold(self, workflow_id: str, versions: Versions | None) -> None:
+        """An item of the first list: kept, its versions merged with the replica's other items'."""
+        assert self._first_list is not None
+        if workflow_id in self._first_list:
+            versions = _merged(self._first_list[workflow_id], versions)
+        self._first_list[workflow_id] = versions
+
+    def _first_lists_done(self) -> None:
+        """Every kind is listed: test the replicas the first lists found (in a thread: a plan per replica), then
+        nudge them. Changes heard from now on are nudged as they come."""
+        held, self._first_list = self._first_list, None
+        if held and self._first_list_drift is not None:
+            self._testing = asyncio.ensure_future(self._nudge_first_listed(held, self._first_list_drift))
+
+    def _first_lists_overdue(self) -> None:
+        """Some kind is still not listed (kube-apiserver refuses it, or is unreachable): what the first lists found is
+        nudged now, for reads from kube-apiserver, rather than held for as long as that lasts."""
+        held, self._first_list = self._first_list, None
+        if held:
+            log.warning("watcher: not every kind listed after %.0fs; nudging the %d replica(s) found so far for a read "
+                        "from kube-apiserver", FIRST_LIST_PATIENCE_SECONDS, len(held))
+            for workflow_id in held:
+                self._nudge(workflow_id, None)
+
+    async def _nudge_first_listed(self, held: dict[str, Versions | None],
+                                  drift_of: Callable[[ReplicaKey], tuple[str, ...] | None]) -> None:
+        """Each replica with its items' versions where the cache shows it whole (nothing missing or surplus, so no
+        deletion can have gone unseen by a process that remembers nothing), without versions (a read from
+        kube-apiserver) otherwise."""
+        def test() -> dict[str, Versions | None]:
+            tested = {}
+            for workflow_id, versions in held.items():
+                key = parse_replica_workflow_id(workflow_id)
+                whole = versions is not None and key is not None and drift_of(key) == ()
+                tested[workflow_id] = versions if whole else None
+            return tested
+
+        try:
+            tested = await asyncio.to_thread(test)
+        except Exception:  # noqa: BLE001 - never leave them unnudged: each then reads kube-apiserver
+            log.exception("watcher: testing the replicas of the first lists failed; nudging them for a fresh read")
+            tested = dict.fromkeys(held)
+        for workflow_id, versions in tested.items():
+            self._nudge(workflow_id, versions)
+        whole = sum(1 for versions in tested.values() if versions is not None)
+        log.info("watcher: first lists: %d replica(s) nudged with their items' versions (whole in the cache), %d for "
+                 "a read from kube-apiserver", whole, len(tested) - whole)
+
+    def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None,
+                     nudge: Callable[[str, Versions | None], None] | None = None) -> None:
+        nudge = nudge or self._nudge
         self._pending_pcs.add(key)
         self._reconciler_wake.set()
         # Every replica that may exist before or after the change re-reads its spec (scale in/out, deletion).
@@ -352,7 +439,7 @@ class Watcher:
             uid = version.get("metadata", {}).get("uid")
             replicas = wanted_replicas(version) or 0
             for index in range(replicas):
-                self._nudge(ReplicaKey(key[0], key[1], uid, index).workflow_id, versions)
+                nudge(ReplicaKey(key[0], key[1], uid, index).workflow_id, versions)
 
     def _replica_keys(self, obj: JSON) -> Iterable[ReplicaKey]:
         meta = obj.get("metadata", {})

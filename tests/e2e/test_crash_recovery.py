@@ -11,11 +11,23 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio.client import Client
 
+from activities.kubeapi import PODS
 from tests.e2e.conftest import Histories
-from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
+from tests.e2e.harness import (
+    Cluster,
+    Replica,
+    Timeline,
+    WorkerProcess,
+    clique,
+    is_ready,
+    pcs_manifest,
+    wait_for,
+)
+from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED
 from workflows.messages import Phase
 
 # The new worker starts a few seconds into the delay; the deadline is well after that, so the test shows the
@@ -106,3 +118,61 @@ async def test_was_available_survives_a_worker_crash(
     print(f"S9 terminated {(status.terminations[0].at - deadline.due_at).total_seconds() * 1000:.0f} ms after the "
           "deadline")
     await histories.keep(replica.handle, "s9_was_available_across_crash")
+
+
+async def test_a_restarted_worker_reads_its_cache_for_what_changed_and_kube_apiserver_where_something_went_missing(
+        cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
+    """A restarted worker remembers nothing, so its watcher nudges every replica its first lists find. A replica the
+    cache shows whole is nudged with its items' own versions: one whose pod went not Ready meanwhile acts on it from
+    the cache, one where nothing changed reads at most the cache; neither reads kube-apiserver. A replica with a pod
+    deleted meanwhile, which no list shows, is nudged for a read from kube-apiserver and gets its pod back."""
+    cluster.apply(pcs_manifest("down", cluster.namespace, replicas=3, termination_delay="1h",
+                               cliques=[clique("frontend", 2, 2)]))
+    wait_for(lambda: cluster.ready_pods(6), timeout=60, what="6 Ready pods")
+    replicas = [Replica(temporal_client, cluster, "down", index) for index in range(3)]
+    for replica in replicas:
+        await replica.wait_phase(Phase.AVAILABLE)
+    await asyncio.sleep(1)  # every status write of the rounds above has landed
+
+    worker_process.kill()
+    gone = cluster.pods_of("down-0-frontend")[1]
+    cluster.kube.delete(PODS, cluster.namespace, gone["metadata"]["name"])
+    wait_for(lambda: all(p["metadata"]["uid"] != gone["metadata"]["uid"] for p in cluster.pods_of("down-0-frontend")),
+             timeout=30, what="the pod gone while no worker runs")
+    cluster.fail_readiness("down-1-frontend-1")
+    wait_for(lambda: not any(is_ready(p) for p in cluster.pods_of("down-1-frontend")
+                             if p["metadata"]["name"] == "down-1-frontend-1"), timeout=30, what="KWOK's NotReady")
+    restarted_at = datetime.now(UTC)
+    worker_process.start()
+
+    # replica 1 acts on its change (a breach, counted down from now) and replica 0 recreates its pod
+    breached = await replicas[1].wait(lambda s: bool(s.deadlines), timeout=60, what="replica 1's breach")
+    assert breached.deadlines[0].breach_start >= restarted_at - timedelta(seconds=30)
+    wait_for(lambda: len([p for p in cluster.pods_of("down-0-frontend") if is_ready(p)]) == 2, timeout=60,
+             what="replica 0's pod recreated and Ready")
+    log = worker_process.log_path.read_text(errors="replace")
+    assert ("first lists: 2 replica(s) nudged with their items' versions (whole in the cache), 1 for a read from "
+            "kube-apiserver") in log, log[-5000:]
+
+    reads = {index: await _reads_since(replica.handle, restarted_at) for index, replica in enumerate(replicas)}
+    assert reads[0]["apiserver"] >= 1, reads  # the deleted pod: only kube-apiserver can show it gone
+    assert reads[1] == {"apiserver": 0, "cache": reads[1]["cache"]} and reads[1]["cache"] >= 1, reads
+    # Nothing changed, but the status writes after the replica's last read are newer than that read: a round on the
+    # cache (no more), where a nudge without versions read kube-apiserver
+    assert reads[2]["apiserver"] == 0 and reads[2]["cache"] <= 1, reads
+
+
+async def _reads_since(handle: Any, since: datetime) -> dict[str, int]:
+    """The replica's reads recorded after `since`: activities that read kube-apiserver, local ones of the cache."""
+    found = {"apiserver": 0, "cache": 0}
+    async for event in handle.fetch_history_events():
+        if event.event_time.ToDatetime().replace(tzinfo=UTC) < since:
+            continue
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            found["apiserver"] += name in (OBSERVE_REPLICA, ENSURE_REPLICA)
+        elif event.HasField("marker_recorded_event_attributes"):
+            details = event.marker_recorded_event_attributes.details.get("data")
+            found["cache"] += details is not None and any(
+                OBSERVE_REPLICA_CACHED.encode() in payload.data for payload in details.payloads)
+    return found

@@ -26,7 +26,7 @@ from tests.localstack.stack_proof_workflows import (
 )
 from worker.telemetry import client_interceptors
 from worker.watcher import Nudger, Watcher
-from workflows.contract import reconciler_workflow_id
+from workflows.contract import ReplicaKey, reconciler_workflow_id
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -334,3 +334,57 @@ def test_the_workflows_own_steps_wake_nobody_and_everything_else_does() -> None:
     # workflow's read already covers, and the nudge would find nothing new.
     watcher._on_event(pod, "DELETED", _replica_object("Pod", "p-0-a-2", 9, gated=True), listed_at="30")
     assert nudged == [None]
+
+
+def test_a_first_list_nudges_whole_replicas_with_their_items_versions_and_the_rest_for_a_fresh_read() -> None:
+    """Pure logic: a process that remembers nothing cannot see what was deleted while it was away, so the items of
+    its first lists are held until every kind is listed; then a replica the cache shows whole is nudged with its
+    items' own versions (a read of the cache answers it, or nothing at all if the workflow has read them already),
+    any other for a read from kube-apiserver. Watch events are nudged as they come, and later lists as before."""
+    tested: list[str] = []
+
+    def drift_of(key: ReplicaKey) -> tuple[str, ...] | None:
+        tested.append(f"{key.pcs}/{key.replica}")
+        return {0: (), 1: ("missing pods p-1-a-1",), 2: None}[key.replica]
+
+    watcher = Watcher(None, None, first_list_drift=drift_of)  # type: ignore[arg-type]
+    watcher.leading = True
+    nudged: list[tuple[str, dict[str, int] | None]] = []
+    watcher.nudger.request = lambda wid, versions=None: nudged.append((wid, versions))  # type: ignore[method-assign]
+    pcs: dict[str, Any] = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid",
+                                                                "generation": 1, "resourceVersion": "3"},
+                           "spec": {"replicas": 3}}
+    pod, pclq = watcher.pod_feed, watcher.pclq_feed
+    listed = "100"
+
+    def item(kind: str, name: str, rv: int, replica: int) -> dict[str, Any]:
+        obj = _replica_object(kind, name, rv)
+        obj["metadata"]["labels"][names.LABEL_PCS_REPLICA_INDEX] = str(replica)
+        return obj
+
+    watcher._on_event(watcher.pcs_feed, "ADDED", pcs, listed)
+    for replica in range(3):
+        watcher._on_event(pclq, "ADDED", item("PodClique", f"p-{replica}-a", 10 + replica, replica), listed)
+        watcher._on_event(pod, "ADDED", item("Pod", f"p-{replica}-a-0", 20 + replica, replica), listed)
+    watcher._on_event(pod, "MODIFIED", _replica_object("Pod", "p-0-a-0", 50, ready=True))  # a watch event: at once
+    assert nudged == [(ReplicaKey("ns", "p", "pcs-uid", 0).workflow_id, {"Pod": 50})] and tested == []
+
+    nudged.clear()
+    asyncio.run(_first_lists_done(watcher))
+    assert sorted(tested) == ["p/0", "p/1", "p/2"]
+    assert sorted(nudged) == [
+        (ReplicaKey("ns", "p", "pcs-uid", 0).workflow_id, {"PodCliqueSet": 3, "PodClique": 10, "Pod": 20}),
+        (ReplicaKey("ns", "p", "pcs-uid", 1).workflow_id, None),  # drift: something may have been deleted
+        (ReplicaKey("ns", "p", "pcs-uid", 2).workflow_id, None),  # the cache could not say
+    ]
+
+    nudged.clear()
+    watcher._on_event(pod, "ADDED", item("Pod", "p-2-a-1", 60, 2), "120", True)  # a later list: as before
+    assert nudged == [(ReplicaKey("ns", "p", "pcs-uid", 2).workflow_id, None)] and len(tested) == 3
+
+
+async def _first_lists_done(watcher: Watcher) -> None:
+    """What the cache's first sync calls on the loop, and the test it hands to a thread, to its end."""
+    watcher._first_lists_done()
+    assert watcher._testing is not None
+    await watcher._testing
