@@ -60,11 +60,12 @@ from activities.status import mirror, mirror_pcs
 from activities.watch_cache import NotFresh, WatchCache
 from grove import manifests, names, ownership
 from grove.plan import ReplicaPlan
-from grove.release import base_lagging
+from grove.release import base_lagging, decide_releases
 from workflows.contract import (
     DELETE_REPLICA,
     ENSURE_REPLICA,
     ENSURE_REPLICA_CACHED,
+    ENSURE_REPLICA_RELEASING,
     MIRROR_STATUS,
     OBSERVE_REPLICA,
     OBSERVE_REPLICA_CACHED,
@@ -75,6 +76,7 @@ from workflows.contract import (
 from workflows.messages import (
     CachedObserveRequest,
     DeleteReplicaResult,
+    EnsureRequest,
     EnsureResult,
     EventRequest,
     MirrorRequest,
@@ -86,6 +88,7 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
+from workflows.presentation import gate_states
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,6 +203,32 @@ class ReplicaActivities:
                                             "deferred": result.deferred})
         return result.model_copy(update={"snapshot": _as_cached(result.snapshot)})
 
+    @activity.defn(name=ENSURE_REPLICA_RELEASING)
+    @translating_errors("materialise replica")
+    def ensure_replica_releasing(self, request: EnsureRequest) -> EnsureResult:
+        """ensure_replica (or ensure_replica_cached), then, where the workflow asks, the base gang's gates removed
+        from the pods its release decision picks on the resulting snapshot: a new replica's base gang goes to the
+        scheduler in the activity that made it, not one workflow task and activity later."""
+        result = (self.ensure_replica_cached(CachedObserveRequest(ref=request.ref, at_least=request.at_least))
+                  if request.cached else self.ensure_replica(request.ref))
+        found = result.snapshot
+        if not request.release_base or found.topology is None or found.pcs_state is not PcsState.PRESENT \
+                or found.problems:
+            return result
+        decision = decide_releases(found.topology, gate_states(found), request.release_after)  # type: ignore[arg-type]
+        if not decision.base:
+            return result
+        uids = {name: uid for state in found.cliques.values() for name, uid in state.releasable.items()}
+        released, _ = self._remove_gates(request.ref, {pod: uids[pod] for pod in decision.base}, "base",
+                                         (decision.base_gang,))
+        gone = set(released)
+        cliques = {name: state.model_copy(update={
+            "releasable": {pod: uid for pod, uid in state.releasable.items() if pod not in gone},
+            "gated": state.gated - sum(1 for pod in state.releasable if pod in gone)})
+            for name, state in found.cliques.items()}
+        return result.model_copy(update={"snapshot": found.model_copy(update={"cliques": cliques}),
+                                         "released_base": {pod: uids[pod] for pod in released}})
+
     def _ensure_on(self, view: ClusterView, ref: ReplicaRef, *, defer_deletes: bool = False) -> EnsureResult:
         counts = view.counts()
         spec = read_spec(view.pcs, ref, self.scheduling, counts)
@@ -227,6 +256,21 @@ class ReplicaActivities:
     @activity.defn(name=RELEASE_GATES)
     @translating_errors("release gates")
     def release_gates(self, request: ReleaseRequest) -> ReleaseResult:
+        held = self._base_lagging(request)
+        if held:
+            message = (f"Kept {names.SCHEDULING_GATE} on {len(request.pods)} pod(s) of scaled PodGang(s) "
+                       f"{', '.join(request.gangs) or '-'}: the base gang is not {request.release_after.lower()} on "
+                       f"a fresh read ({', '.join(held)}), though the decision's snapshot said so")
+            log.info("%s: %s", request.ref, message)
+            events.record(self.kube, request.ref, "ScaledReleaseHeld", message)
+            return ReleaseResult(skipped=tuple(sorted(request.pods)), held=message)
+        released, skipped = self._remove_gates(request.ref, request.pods, request.gang_kind, request.gangs)
+        return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
+
+    def _remove_gates(self, ref: ReplicaRef, pods: dict[str, str], gang_kind: str,
+                      gangs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """Our scheduling gate removed from each pod (name -> UID), each on its own; (released, skipped: gone, or
+        the name now belongs to another pod). Logged, counted, and recorded as an Event."""
 
         def release(pod: str, uid: str) -> bool:
             patch = {
@@ -235,39 +279,27 @@ class ReplicaActivities:
                 "spec": {"schedulingGates": [{"$patch": "delete", "name": names.SCHEDULING_GATE}]},
             }
             try:
-                self.kube.patch(
-                    PODS, request.ref.namespace, pod, patch,
-                    content_type="application/strategic-merge-patch+json",
-                )
+                self.kube.patch(PODS, ref.namespace, pod, patch, content_type="application/strategic-merge-patch+json")
                 return True
             except KubeError as exc:
                 if exc.not_found or exc.conflict or exc.replaced:  # gone, or the name now belongs to another pod
                     return False
                 raise
 
-        pods = sorted(request.pods.items())
-        held = self._base_lagging(request)
-        if held:
-            message = (f"Kept {names.SCHEDULING_GATE} on {len(pods)} pod(s) of scaled PodGang(s) "
-                       f"{', '.join(request.gangs) or '-'}: the base gang is not {request.release_after.lower()} on "
-                       f"a fresh read ({', '.join(held)}), though the decision's snapshot said so")
-            log.info("%s: %s", request.ref, message)
-            events.record(self.kube, request.ref, "ScaledReleaseHeld", message)
-            return ReleaseResult(skipped=tuple(pod for pod, _ in pods), held=message)
-        done = fan_out([functools.partial(release, pod, uid) for pod, uid in pods])  # each pod on its own
-        released = [pod for (pod, _), ok in zip(pods, done, strict=True) if ok]
-        skipped = [pod for (pod, _), ok in zip(pods, done, strict=True) if not ok]
+        ordered = sorted(pods.items())
+        done = fan_out([functools.partial(release, pod, uid) for pod, uid in ordered])
+        released = [pod for (pod, _), ok in zip(ordered, done, strict=True) if ok]
+        skipped = [pod for (pod, _), ok in zip(ordered, done, strict=True) if not ok]
         if released:
-            GATE_RELEASES.labels(request.gang_kind).inc(len(released))
-            gangs = ", ".join(request.gangs) or "-"
-            log.info("released %d %s pods of %s (%s): %s", len(released), request.gang_kind, request.ref, gangs,
-                     " ".join(released))
+            GATE_RELEASES.labels(gang_kind).inc(len(released))
+            named = ", ".join(gangs) or "-"
+            log.info("released %d %s pods of %s (%s): %s", len(released), gang_kind, ref, named, " ".join(released))
             events.record(
-                self.kube, request.ref, "GatesReleased",
-                f"Removed {names.SCHEDULING_GATE} from {len(released)} pod(s) of {request.gang_kind} PodGang(s) "
-                f"{gangs}: {_short_list(released)}",
+                self.kube, ref, "GatesReleased",
+                f"Removed {names.SCHEDULING_GATE} from {len(released)} pod(s) of {gang_kind} PodGang(s) "
+                f"{named}: {_short_list(released)}",
             )
-        return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
+        return released, skipped
 
     def _base_lagging(self, request: ReleaseRequest) -> list[str]:
         """The base PodCliques below what a scaled release needs, on a read made now ([] when it may go)."""

@@ -1,8 +1,8 @@
 """Did every action happen once? The scale-out benchmark's check, from the workflow histories, the objects a watch
 saw and the Kubernetes Events, whichever worker ran each step.
 
-- Gate release: no pod incarnation (UID) is named as released by two completed release_gates activities, and every
-  pod incarnation the watch saw ungated was released by one.
+- Gate release: no pod incarnation (UID) is named as released by two completed activities (release_gates, or
+  ensure_replica_releasing for a base gang), and every pod incarnation the watch saw ungated was released by one.
 - Termination: one completed terminate_gang per breach (target and breach start), and as many as the breaches made.
 - Recreate: each PodClique and pod name has exactly one incarnation more than the terminations that deleted it.
 - Events: GatesReleased Events never outnumber the releases, GangTerminated Events equal the terminations.
@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from worker.history_activities import decoded
-from workflows.contract import RELEASE_GATES, TERMINATE_GANG
-from workflows.messages import ReleaseRequest, ReleaseResult, TerminateRequest
+from workflows.contract import ENSURE_REPLICA_RELEASING, RELEASE_GATES, TERMINATE_GANG
+from workflows.messages import EnsureResult, ReleaseRequest, ReleaseResult, TerminateRequest
 
 JSON = dict[str, Any]
 
@@ -32,8 +32,8 @@ JSON = dict[str, Any]
 class Actions:
     """What the histories say was done, summed over every run read."""
 
-    released: Counter[str] = field(default_factory=Counter)  # pod UID -> completed release_gates naming it
-    release_activities: int = 0  # completed release_gates activities that released at least one pod
+    released: Counter[str] = field(default_factory=Counter)  # pod UID -> completed releases naming it
+    release_activities: int = 0  # completed activities that released at least one pod
     terminations: Counter[tuple[str, str, str | None, int | None, datetime | None]] = field(default_factory=Counter)
     terminated_cliques: Counter[str] = field(default_factory=Counter)  # PodClique name -> terminations naming it
     by_worker: Counter[str] = field(default_factory=Counter)  # activity attempts started, per worker identity
@@ -59,6 +59,11 @@ class Actions:
                     for pod in result.released:
                         self.released[request.pods.get(pod, f"{pod}?")] += 1
                     self.release_activities += bool(result.released)
+                elif name == ENSURE_REPLICA_RELEASING:
+                    ensured: EnsureResult = decoded(done.result, EnsureResult)
+                    for uid in ensured.released_base.values():
+                        self.released[uid] += 1
+                    self.release_activities += bool(ensured.released_base)
                 elif name == TERMINATE_GANG:
                     terminate: TerminateRequest = decoded(attrs.input, TerminateRequest)
                     self.terminations[(workflow_id, terminate.scope.value, terminate.scaling_group,
@@ -91,9 +96,9 @@ def judge(actions: Actions, *, breaches: int, pod_incarnations: dict[tuple[str, 
     found: list[str] = []
     for uid, times in sorted(actions.released.items()):
         if times > 1:
-            found.append(f"pod {uid}: released by {times} release_gates activities")
+            found.append(f"pod {uid}: released by {times} activities")
     for uid in sorted(set(ungated_pods) - set(actions.released)):
-        found.append(f"pod {uid}: lost the gate, but no release_gates activity released it")
+        found.append(f"pod {uid}: lost the gate, but no activity released it")
     for key, times in sorted(actions.terminations.items(), key=str):
         if times > 1:
             found.append(f"{key[0]}: breach {key[1:]} terminated {times} times")

@@ -20,6 +20,7 @@ from worker.history_activities import decoded, local_activity
 from workflows.contract import (
     ENSURE_REPLICA,
     ENSURE_REPLICA_CACHED,
+    ENSURE_REPLICA_RELEASING,
     OBSERVE_REPLICA,
     OBSERVE_REPLICA_CACHED,
     RECREATE_FOR_UPDATE,
@@ -29,7 +30,8 @@ from workflows.messages import EnsureResult, RecreateRequest, ReplicaSnapshot, T
 
 T = TypeVar("T")
 OBSERVES = (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED)  # a round's read, from the apiserver or the watch cache
-ENSURES = (ENSURE_REPLICA, ENSURE_REPLICA_CACHED)  # materialising, whose result replaces the round's read
+# materialising, whose result replaces the round's read
+ENSURES = (ENSURE_REPLICA, ENSURE_REPLICA_CACHED, ENSURE_REPLICA_RELEASING)
 
 
 @dataclass(frozen=True)

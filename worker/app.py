@@ -106,6 +106,7 @@ def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = N
         replica.observe_replica_cached,
         replica.ensure_replica,
         replica.ensure_replica_cached,
+        replica.ensure_replica_releasing,
         replica.release_gates,
         replica.terminate_gang,
         replica.delete_replica,

@@ -62,6 +62,9 @@ OBSERVE_REPLICA = "observe_replica"
 OBSERVE_REPLICA_CACHED = "observe_replica_cached"  # from the worker's watch cache (activities/watch_cache.py)
 ENSURE_REPLICA = "ensure_replica"
 ENSURE_REPLICA_CACHED = "ensure_replica_cached"  # on the watch cache; deletions only on a fresh read
+# Either of the two, and then the base gang's gates released in the same activity where the workflow asks for it
+# (ENSURE_RELEASES_BASE_PATCH in workflows/replica.py)
+ENSURE_REPLICA_RELEASING = "ensure_replica_releasing"
 RELEASE_GATES = "release_gates"
 MIRROR_STATUS = "mirror_status"
 RECORD_EVENT = "record_event"

@@ -124,6 +124,17 @@ class ReplicaSnapshot(Message):
         return self.pcs_state is PcsState.PRESENT and not self.problems and self.topology is not None
 
 
+class EnsureRequest(Message):
+    """Materialise a replica (on the watch cache's view, or a fresh read), then release the base gang's gates where
+    the workflow asks for that: the pods its decision (grove.release) would release on the snapshot that results."""
+
+    ref: ReplicaRef
+    cached: bool = Field(description="on the watch cache's view once it has reached at_least (ensure_replica_cached)")
+    at_least: dict[str, int] = Field(default_factory=dict)
+    release_base: bool = Field(description="false while the replica is paused: nothing is released")
+    release_after: str = "Scheduled"
+
+
 class EnsureResult(Message):
     created: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
@@ -131,6 +142,9 @@ class EnsureResult(Message):
     deferred: tuple[str, ...] = Field(
         default=(), description="deletions a cached view called for, taken on a fresh read instead")
     snapshot: ReplicaSnapshot
+    released_base: dict[str, str] = Field(
+        default_factory=dict, description="base pods whose gate the same activity removed, name -> UID "
+                                          "(EnsureRequest.release_base); the snapshot shows them released")
 
 
 class ReleaseRequest(Message):

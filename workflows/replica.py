@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         DELETE_REPLICA,
         ENSURE_REPLICA,
         ENSURE_REPLICA_CACHED,
+        ENSURE_REPLICA_RELEASING,
         FORCE_TERMINATE,
         LOCAL_ACTIVITIES,
         LOCAL_ACTIVITIES_PATCH,
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         CachedObserveRequest,
         ControlResult,
         DeleteReplicaResult,
+        EnsureRequest,
         EnsureResult,
         EventRequest,
         ForceTerminateRequest,
@@ -69,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         ReleaseResult,
         ReplicaInput,
         ReplicaOutcome,
+        ReplicaRef,
         ReplicaSnapshot,
         ReplicaState,
         ReplicaStatus,
@@ -91,6 +94,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_4_PATCH,
         REPLICA_BASELINE_5_PATCH,
         REPLICA_BASELINE_6_PATCH,
+        REPLICA_BASELINE_7_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -154,6 +158,11 @@ TIMER_JUDGED_PATCH = "timer-judged-deadlines"
 # Stamped at the read, a breach never begins before the observation that showed it; a worker clock ahead of
 # Temporal's makes it later by that much, never earlier.
 READ_TIME_FLOOR_PATCH = "decision-time-after-read"
+# Materialising releases the base gang's gates in the same activity (ensure_replica_releasing), on the pods the same
+# decision would release on its result, where this round used to schedule release_gates after it: a new replica's
+# base gang reaches the scheduler one workflow task and one activity sooner (issue 17). Asked where a round first
+# materialises; in a run begun under REPLICA_BASELINE_7 it records no marker of its own.
+ENSURE_RELEASES_BASE_PATCH = "ensure-releases-base"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -169,7 +178,8 @@ REPLICA_BASELINE_5 = REPLICA_BASELINE_4 | {UNVERSIONED_COUNTED_PATCH}
 REPLICA_BASELINE_6 = REPLICA_BASELINE_5 | {READ_TIME_FLOOR_PATCH}
 # Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
 # the first); worker/history_activities.patches_in reads histories by the same table.
-REPLICA_BASELINES = ((REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
+REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
+REPLICA_BASELINES = ((REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
                      (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
                      (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
@@ -464,8 +474,14 @@ class ReplicaWorkflow:
         # After a read from the cache, on the cache too (once it has seen as much; deletions go to a fresh read).
         # After a fresh read, on a fresh read: a LIST's version is the store's, past what a watch of one kind may
         # ever deliver, so a cache could not be waited on to reach it.
+        arg: ReplicaRef | CachedObserveRequest | EnsureRequest
         name, arg = ((ENSURE_REPLICA_CACHED, CachedObserveRequest(ref=self.ref, at_least=snapshot.read_versions))
                      if snapshot.from_cache else (ENSURE_REPLICA, self.ref))
+        if self._patched(ENSURE_RELEASES_BASE_PATCH):
+            name, arg = ENSURE_REPLICA_RELEASING, EnsureRequest(
+                ref=self.ref, cached=snapshot.from_cache,
+                at_least=snapshot.read_versions if snapshot.from_cache else {},
+                release_base=not self.state.paused, release_after=self.state.release_after)
         reading = self._nudges.reading()
         try:
             result = await self._activity(
@@ -477,6 +493,8 @@ class ReplicaWorkflow:
             return snapshot
         self._nudges.observed(result.snapshot, None, reading)
         self._not_before(result.snapshot)
+        if result.released_base:
+            self.state.base_released_at = self.state.base_released_at or workflow.now()
         if result.created or result.deleted or result.updated:
             workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
                                  len(result.updated), len(result.deleted), list(result.deleted))

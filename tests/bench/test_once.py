@@ -9,7 +9,17 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.once import Actions, judge
-from workflows.messages import ReleaseRequest, ReleaseResult, ReplicaRef, Scope, TerminateRequest
+from workflows.messages import (
+    EnsureRequest,
+    EnsureResult,
+    PcsState,
+    ReleaseRequest,
+    ReleaseResult,
+    ReplicaRef,
+    ReplicaSnapshot,
+    Scope,
+    TerminateRequest,
+)
 
 REF = ReplicaRef(namespace="ns", pcs="s0", pcs_uid="pcs-uid", replica=0)
 BREACH = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -81,7 +91,7 @@ def test_a_pod_released_by_two_activities_is_a_duplicate() -> None:
     actions = one_cycle()
     actions.add_run("wf", release(20, {"s0-0-app-0": "pod-2"}, "a"))  # a second decision for the same pod
     verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
-    assert verdict.duplicates == ["pod pod-2: released by 2 release_gates activities"]
+    assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
 
 
 def test_a_breach_terminated_twice_and_the_extra_recreate_are_caught() -> None:
@@ -107,6 +117,26 @@ def test_a_gate_gone_without_a_release_and_surplus_events_are_caught() -> None:
     seen["ungated_pods"] = ["pod-1", "pod-2", "pod-x"]
     seen["events"] = [*seen["events"], {"reason": "GatesReleased", "count": 2}, {"reason": "GangTerminated"}]  # type: ignore[misc]
     verdict = judge(one_cycle(), breaches=1, **seen)  # type: ignore[arg-type]
-    assert verdict.duplicates == ["pod pod-x: lost the gate, but no release_gates activity released it",
+    assert verdict.duplicates == ["pod pod-x: lost the gate, but no activity released it",
                                   "4 GatesReleased Events for 2 releases",
                                   "2 GangTerminated Events for 1 terminations"]
+
+
+def ensure_releasing(first_id: int, released: dict[str, str], worker: str) -> list[HistoryEvent]:
+    """ensure_replica_releasing: materialised, and the base gang's gates removed in the same activity."""
+    request = EnsureRequest(ref=REF, cached=True, release_base=True)
+    result = EnsureResult(snapshot=ReplicaSnapshot(read_at=BREACH, pcs_state=PcsState.PRESENT, wanted_replicas=1),
+                          released_base=released)
+    return [scheduled(first_id, "ensure_replica_releasing", request), started(first_id + 1, worker),
+            completed(first_id + 2, first_id, result)]
+
+
+def test_a_base_gang_released_by_materialising_counts_once_and_twice_is_a_duplicate() -> None:
+    actions = Actions()
+    actions.add_run("wf", ensure_releasing(1, {"s0-0-app-0": "pod-1"}, "a") + terminate(4, "b")
+                    + release(7, {"s0-0-app-0": "pod-2"}, "b"))
+    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
+    assert verdict.none, verdict.duplicates
+    actions.add_run("wf", ensure_releasing(20, {"s0-0-app-0": "pod-2"}, "a"))
+    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
+    assert verdict.duplicates == ["pod pod-2: released by 2 activities"]

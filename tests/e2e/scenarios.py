@@ -14,7 +14,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from tests.e2e.harness import Cluster, await_for, clique, is_gated, is_scheduled, pcs_manifest, wait_for
-from workflows.messages import Phase, ReplicaStatus
+from worker.history_activities import decoded
+from workflows.contract import ENSURE_REPLICA_RELEASING, RELEASE_GATES
+from workflows.messages import EnsureResult, Phase, ReleaseRequest, ReleaseResult, ReplicaStatus
 
 S3_DELAY_S = 4
 
@@ -43,7 +45,33 @@ async def s1_standalone_cliques_form_the_base_gang(cluster: Cluster,
 
     status = await await_for(available, timeout=15, what="phase Available")
     assert status.base_gang_ready and all(c.was_available for c in status.cliques)
+    # The base gang went to the scheduler from the activity that made it (on the kube backend its pods beyond each
+    # PodClique's minAvailable wait for the gang to be scheduled: a release_gates later); each pod released once
+    by_ensure, later = await _releases_in_history(handle)
+    assert by_ensure and not set(by_ensure) & set(later), (by_ensure, later)
+    assert by_ensure | later == {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}, (by_ensure, later)
+    assert len(cluster.events("GatesReleased")) == 1 + bool(later)
     return handle
+
+
+async def _releases_in_history(handle: WorkflowHandle[Any, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """Pod -> UID released by ensure_replica_releasing, and by release_gates, as the history records them."""
+    scheduled: dict[int, tuple[str, Any]] = {}
+    by_ensure: dict[str, str] = {}
+    later: dict[str, str] = {}
+    for event in (await handle.fetch_history()).events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = (attrs.activity_type.name, attrs.input)
+        elif event.HasField("activity_task_completed_event_attributes"):
+            done = event.activity_task_completed_event_attributes
+            name, given = scheduled.get(done.scheduled_event_id, ("", None))
+            if name == ENSURE_REPLICA_RELEASING:
+                by_ensure.update(decoded(done.result, EnsureResult).released_base)
+            elif name == RELEASE_GATES:
+                request = decoded(given, ReleaseRequest)
+                later.update({pod: request.pods[pod] for pod in decoded(done.result, ReleaseResult).released})
+    return by_ensure, later
 
 
 def prefill(namespace: str, name: str, cpu: str = "10m") -> dict:

@@ -18,7 +18,12 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from tests.histories import FIXTURES, load, replayer
 from workflows.contract import LOCAL_ACTIVITIES_PATCH
 from workflows.reconciler import ReconcilerWorkflow
-from workflows.replica import BREACH_EVENTS_PATCH, ONE_SAFETY_TIMER_PATCH, ReplicaWorkflow
+from workflows.replica import (
+    BREACH_EVENTS_PATCH,
+    ENSURE_RELEASES_BASE_PATCH,
+    ONE_SAFETY_TIMER_PATCH,
+    ReplicaWorkflow,
+)
 
 COMPAT = sorted((FIXTURES / "compat").glob("*.json"))
 
@@ -68,4 +73,13 @@ async def test_without_the_guard_a_run_with_a_timer_per_wait_would_break(monkeyp
     """A run begun before one-safety-timer started a safety-resync timer for each wait and cancelled it on the next
     nudge; forced onto the shared timer, its history no longer replays."""
     failure = await _replay_forced(monkeypatch, ONE_SAFETY_TIMER_PATCH, "baseline-1-85e0380-s1_start_to_available.json")
+    assert "nondetermin" in failure.lower(), failure
+
+
+async def test_without_the_guard_a_run_that_released_its_base_gang_in_a_second_activity_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun before ensure-releases-base materialised with ensure_replica(_cached) and released the base gang
+    with release_gates; forced onto the new path, its history no longer replays (the new path schedules
+    ensure_replica_releasing there)."""
+    failure = await _replay_forced(monkeypatch, ENSURE_RELEASES_BASE_PATCH, "baseline-6-ad36dab-s1_start_to_available.json")
     assert "nondetermin" in failure.lower(), failure
