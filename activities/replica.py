@@ -394,13 +394,15 @@ def _as_cached(found: ReplicaSnapshot) -> ReplicaSnapshot:
 def drift_in_cache(cache: WatchCache, scheduling: Scheduling | None, ref: ReplicaRef) -> tuple[str, ...] | None:
     """What materialising the replica would fix, on the watch cache's view as it is now: the watcher's test of a
     replica found by its first list (worker/watcher.py). None where the cache cannot say: not synced, the
-    PodCliqueSet not there as this replica's, or a spec that plans nothing (invalid, held, being deleted)."""
+    PodCliqueSet not there as this replica's, a spec that plans nothing (invalid, held, being deleted), or a replica
+    no longer wanted (a scale-in is decided on a fresh read)."""
     try:
         view = read_replica_cached(cache, ref)
     except NotFresh:
         return None
     spec = read_spec(view.pcs, ref, scheduling, view.counts())
-    if spec.state is not PcsState.PRESENT or spec.plan is None or spec.problems:
+    if (spec.state is not PcsState.PRESENT or spec.plan is None or spec.problems
+            or ref.replica >= spec.wanted_replicas):
         return None
     return tuple(drift(view, spec.plan))
 

@@ -21,9 +21,9 @@ per replica after a restart. It now holds the items until every kind is listed a
 cache: where nothing is missing or surplus against the plan (so no deletion can have gone unseen), the nudge
 carries the items' own resourceVersions, and a read of a cache that has reached them answers it (no round at all if
 the workflow has read them already; status writes after its last read usually make them newer); anything else still
-reads kube-apiserver. The items' own versions,
-not the LIST's: every worker's cache reaches an item's version with that item's watch event, where a LIST's version
-is reached only by the next event or bookmark of its kind (a minute on an idle kind).
+reads kube-apiserver. The items' own versions, not the LIST's: every worker's cache reaches an item's version with
+that item's watch event, where a LIST's version is reached only by the next event or bookmark of its kind (a minute
+on an idle kind).
 """
 
 from __future__ import annotations
@@ -276,6 +276,7 @@ class Watcher:
                     loop.call_soon_threadsafe(self._on_event, feed, kind, obj, listed_at, relisted)
 
             self.cache.subscribe(heard)
+
             def synced() -> None:  # after every item of the first lists (each reached the loop before its kind synced)
                 loop.call_soon_threadsafe(self._first_lists_done)
 
