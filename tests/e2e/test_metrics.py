@@ -14,6 +14,7 @@ from tests.e2e.harness import Cluster, WorkerProcess, clique, http_get, is_ready
 from tests.e2e.test_observability import sample
 
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+SDK_FAILURE_COUNTERS = {"temporal_request_failure_total", "temporal_long_request_failure_total"}
 _PROMQL_FUNCTIONS = {"max", "min", "sum", "rate", "increase", "histogram_quantile", "by", "le", "count", "avg"}
 
 
@@ -84,5 +85,9 @@ def test_the_dashboard_and_alerts_use_metrics_a_worker_exposes(cluster: Cluster,
     assert any(n.endswith("_seconds_bucket") for n in sdk), sorted(sdk)
     assert any(n.endswith("_total") for n in sdk), sorted(sdk)
 
-    missing = used_metrics() - exposed(metrics)
+    # The SDK's core registers its failure counters with the first failed call: a worker whose calls all succeeded
+    # has no such line yet (seen in CI: no nudge happened to find its workflow not started yet). Their names are the
+    # SDK's own (its core library names request_failure and long_request_failure, with the temporal_ prefix and the
+    # _total suffix of every counter above); every other name the dashboard and the rule use must be on /metrics.
+    missing = used_metrics() - exposed(metrics) - SDK_FAILURE_COUNTERS
     assert not missing, f"used by deploy/monitoring but not on /metrics: {sorted(missing)}; SDK: {sorted(sdk)}"
