@@ -19,13 +19,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import events
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, Kube, condition_of
+from activities.observe import parsed_pcs
 from activities.scaling import sync_day2
 from activities.status import write_pcs_condition
 from grove import names
 from grove.controllers import other_controller_problem
 from grove.models.podcliqueset import PodCliqueSet, wanted_replicas
 from grove.rollout import generation_hash
-from grove.validation import parse_pcs, validate_pcs_remembered
 from workflows.contract import (
     GROVE_NAMESPACE,
     GROVE_PAUSED,
@@ -60,10 +60,8 @@ START_CONCURRENCY = 32
 def checked_spec(obj: JSON) -> tuple[PodCliqueSet | None, list[str]]:
     """(the PCS's spec parsed, None where it does not parse; every problem with it, the remembered-field rules'
     included): one parse for everything a full pass decides about a PCS."""
-    pcs, problems = parse_pcs(obj)
-    if pcs is None or problems:
-        return None, [str(p) for p in problems]
-    return pcs, [str(p) for p in validate_pcs_remembered(obj)]
+    pcs, problems = parsed_pcs(obj)
+    return pcs, [str(p) for p in problems]
 
 
 def rollout_settled(obj: JSON, pcs: PodCliqueSet | None) -> bool:

@@ -30,12 +30,13 @@ from activities.kubeapi import (
     terminating,
     uid_of,
 )
+from activities.observe import parsed_pcs, planned_replica
 from activities.status import write_pcs_condition
 from grove import manifests, names
 from grove.autoscaling import hpa_differs, hpa_manifests
 from grove.fields import unsupported_fields
 from grove.models import PodCliqueSet
-from grove.plan import ReplicaPlan, plan_replica
+from grove.plan import ReplicaPlan
 from grove.scale import ObservedCounts, clamped
 from grove.startup import startup_warnings
 from grove.validation import parse_pcs, warnings_for
@@ -84,7 +85,7 @@ def autoscales(pcs_obj: JSON) -> bool:
 
 def sync_autoscalers(kube: Kube, pcs_obj: JSON) -> list[str]:
     """Create, update and delete the PCS's HPAs to match its spec (valid specs only). Returns what changed."""
-    pcs, problems = parse_pcs(pcs_obj)
+    pcs, problems = parsed_pcs(pcs_obj)
     meta = pcs_obj["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
     if pcs is None or problems:
@@ -92,7 +93,7 @@ def sync_autoscalers(kube: Kube, pcs_obj: JSON) -> list[str]:
     owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUESET, name, uid)
     desired: dict[str, JSON] = {}
     for index in range(pcs.spec.replicas):
-        for body in hpa_manifests(pcs, plan_replica(pcs, index), owner=owner):
+        for body in hpa_manifests(pcs, planned_replica(pcs_obj, pcs, index), owner=owner):
             desired[body["metadata"]["name"]] = body
     selector = f"{names.pcs_selector(name)},{names.LABEL_COMPONENT}={names.COMPONENT_HPA}"
     existing = {name_of(h): h for h in kube.list_items(HPAS, namespace, label_selector=selector)}

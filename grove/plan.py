@@ -249,11 +249,16 @@ def plan_replica(pcs: PodCliqueSet, replica: int, counts: ObservedCounts | None 
     `counts` are the replica counts stored on the live PCSG and PodClique objects, which win over the template's
     (grove.scale); without them the plan is the one of a freshly created replica.
     """
-    if replica < 0:
-        raise ValueError(f"replica index must be >= 0, got {replica}")
     problems = validate_pcs(pcs)
     if problems:
         raise InvalidPodCliqueSet(problems)
+    return plan_validated(pcs, replica, counts)
+
+
+def plan_validated(pcs: PodCliqueSet, replica: int, counts: ObservedCounts | None = None) -> ReplicaPlan:
+    """plan_replica of a PCS its caller has just validated (validation is most of planning's cost)."""
+    if replica < 0:
+        raise ValueError(f"replica index must be >= 0, got {replica}")
     return _Planner(defaulted(pcs), replica, counts or ObservedCounts()).plan()
 
 
