@@ -265,7 +265,8 @@ class ReplicaActivities:
             events.record(self.kube, request.ref, "ScaledReleaseHeld", message)
             return ReleaseResult(skipped=tuple(sorted(request.pods)), held=message)
         released, skipped = self._remove_gates(request.ref, request.pods, request.gang_kind, request.gangs)
-        return ReleaseResult(released=tuple(released), skipped=tuple(skipped))
+        return ReleaseResult(released=tuple(released), skipped=tuple(skipped),
+                             released_uids={pod: request.pods[pod] for pod in released})
 
     def _remove_gates(self, ref: ReplicaRef, pods: dict[str, str], gang_kind: str,
                       gangs: tuple[str, ...]) -> tuple[list[str], list[str]]:

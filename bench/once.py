@@ -1,8 +1,9 @@
 """Did every action happen once? The scale-out benchmark's check, from the workflow histories, the objects a watch
 saw and the Kubernetes Events, whichever worker ran each step.
 
-- Gate release: no pod incarnation (UID) is named as released by two completed activities (release_gates, or
-  ensure_replica_releasing for a base gang), and every pod incarnation the watch saw ungated was released by one.
+- Gate release: no pod incarnation (UID) is named as released by two completed activities (release_gates, local
+  or not, or ensure_replica_releasing for a base gang), and every pod incarnation the watch saw ungated was released
+  by one.
 - Termination: one completed terminate_gang per breach (target and breach start), and as many as the breaches made.
 - Recreate: each PodClique and pod name has exactly one incarnation more than the terminations that deleted it.
 - Events: GatesReleased Events never outnumber the releases, GangTerminated Events equal the terminations.
@@ -21,7 +22,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from worker.history_activities import decoded
+from worker.history_activities import decoded, local_activity
 from workflows.contract import ENSURE_REPLICA_RELEASING, RELEASE_GATES, TERMINATE_GANG
 from workflows.messages import EnsureResult, ReleaseRequest, ReleaseResult, TerminateRequest
 
@@ -42,7 +43,11 @@ class Actions:
         scheduled: dict[int, HistoryEvent] = {}
         for event in events:
             kind = event.event_type
-            if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            local = local_activity(event)
+            if local is not None and local.name == RELEASE_GATES and local.result is not None:
+                # a release as a local activity: its marker holds the result only, which names each pod's UID
+                self._count_release(decoded(local.result, ReleaseResult).released_uids)
+            elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 scheduled[event.event_id] = event
             elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 self.by_worker[event.activity_task_started_event_attributes.identity or "?"] += 1
@@ -56,20 +61,21 @@ class Actions:
                 if name == RELEASE_GATES:
                     request: ReleaseRequest = decoded(attrs.input, ReleaseRequest)
                     result: ReleaseResult = decoded(done.result, ReleaseResult)
-                    for pod in result.released:
-                        self.released[request.pods.get(pod, f"{pod}?")] += 1
-                    self.release_activities += bool(result.released)
+                    self._count_release({pod: request.pods.get(pod, f"{pod}?") for pod in result.released})
                 elif name == ENSURE_REPLICA_RELEASING:
-                    ensured: EnsureResult = decoded(done.result, EnsureResult)
-                    for uid in ensured.released_base.values():
-                        self.released[uid] += 1
-                    self.release_activities += bool(ensured.released_base)
+                    self._count_release(decoded(done.result, EnsureResult).released_base)
                 elif name == TERMINATE_GANG:
                     terminate: TerminateRequest = decoded(attrs.input, TerminateRequest)
                     self.terminations[(workflow_id, terminate.scope.value, terminate.scaling_group,
                                        terminate.scaling_group_replica, terminate.breach_start)] += 1
                     for clique in terminate.cliques:
                         self.terminated_cliques[clique] += 1
+
+    def _count_release(self, released: dict[str, str]) -> None:
+        """One completed release: pod name -> UID of each pod it released."""
+        for uid in released.values():
+            self.released[uid] += 1
+        self.release_activities += bool(released)
 
 
 @dataclass

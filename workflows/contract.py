@@ -90,6 +90,8 @@ ACTIVITY_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 # every deletion stay activities, visible as such in the UI. A patch, decided once per run at its start.
 LOCAL_ACTIVITIES_PATCH = "local-activities"
 LOCAL_ACTIVITIES = frozenset({OBSERVE_REPLICA_CACHED, MIRROR_STATUS, RECORD_EVENT})
+# Gate and startup releases as local activities too (workflows/replica.py, LOCAL_RELEASES_PATCH).
+LOCAL_RELEASES = frozenset({RELEASE_GATES, RELEASE_STARTUP})
 
 # --- signals, updates, queries -------------------------------------------------------------------------------------
 NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)

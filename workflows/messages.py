@@ -175,6 +175,9 @@ class StartupResult(Message):
 
 class ReleaseResult(Message):
     released: tuple[str, ...] = ()
+    released_uids: dict[str, str] = Field(
+        default_factory=dict, description="the released pods, name -> UID: a local activity's marker records its "
+                                          "result but not its request")
     skipped: tuple[str, ...] = Field(default=(), description="gone, replaced, or no longer gated by us")
     held: str = Field(default="", description="why nothing was released: the base gang is not scheduled now")
 

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         FORCE_TERMINATE,
         LOCAL_ACTIVITIES,
         LOCAL_ACTIVITIES_PATCH,
+        LOCAL_RELEASES,
         MIRROR_STATUS,
         NUDGE_SIGNAL,
         OBSERVE_REPLICA,
@@ -95,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_5_PATCH,
         REPLICA_BASELINE_6_PATCH,
         REPLICA_BASELINE_7_PATCH,
+        REPLICA_BASELINE_8_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -163,6 +165,12 @@ READ_TIME_FLOOR_PATCH = "decision-time-after-read"
 # base gang reaches the scheduler one workflow task and one activity sooner (issue 17). Asked where a round first
 # materialises; in a run begun under REPLICA_BASELINE_7 it records no marker of its own.
 ENSURE_RELEASES_BASE_PATCH = "ensure-releases-base"
+# Gate releases (release_gates) and startup releases (release_startup) run as local activities, like the cached
+# read and the mirror: one marker each instead of three activity events and a workflow task for the result, and the
+# nudges that arrive while one runs wait for one workflow task after it rather than each waking a task that can only
+# record it (a 17-pod replica spent a quarter of its history on those, issue 17). Decided when a run starts; in a run
+# begun under REPLICA_BASELINE_8 it records no marker of its own.
+LOCAL_RELEASES_PATCH = "local-releases"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -179,7 +187,9 @@ REPLICA_BASELINE_6 = REPLICA_BASELINE_5 | {READ_TIME_FLOOR_PATCH}
 # Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
 # the first); worker/history_activities.patches_in reads histories by the same table.
 REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
-REPLICA_BASELINES = ((REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
+REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH}
+REPLICA_BASELINES = ((REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
+                     (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
                      (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
                      (REPLICA_BASELINE_PATCH, REPLICA_BASELINE))
@@ -214,6 +224,7 @@ class ReplicaWorkflow:
         self._cached_reads = False  # decided once per run, by CACHED_OBSERVE_PATCH
         self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
         self._local_activities = False  # decided once per run, by LOCAL_ACTIVITIES_PATCH
+        self._local_releases = False  # and LOCAL_RELEASES_PATCH
         self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
         self._stable_time = False  # decided once per run, by DECISION_TIME_PATCH
@@ -235,6 +246,7 @@ class ReplicaWorkflow:
         self._cached_reads = self._patched(CACHED_OBSERVE_PATCH)
         self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if self._patched(ACTIVITY_HEARTBEATS_PATCH) else None
         self._local_activities = self._patched(LOCAL_ACTIVITIES_PATCH)
+        self._local_releases = self._local_activities and self._patched(LOCAL_RELEASES_PATCH)
         self._stable_time = self._patched(DECISION_TIME_PATCH)
         self._one_safety_timer = self._patched(ONE_SAFETY_TIMER_PATCH)
         self._timer_judged = self._patched(TIMER_JUDGED_PATCH)
@@ -648,7 +660,8 @@ class ReplicaWorkflow:
     async def _activity(self, name: str, arg: Any, result_type: type, summary: str,
                         raise_on: tuple[str, ...] = ()) -> Any:
         try:
-            if self._local_activities and name in LOCAL_ACTIVITIES:
+            if ((self._local_activities and name in LOCAL_ACTIVITIES)
+                    or (self._local_releases and name in LOCAL_RELEASES)):
                 return await workflow.execute_local_activity(
                     name, arg, result_type=result_type, start_to_close_timeout=LOCAL_ACTIVITY_TIMEOUT,
                     retry_policy=ACTIVITY_RETRY, local_retry_threshold=LOCAL_RETRY_THRESHOLD, summary=summary[:200],

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.once import Actions, judge
+from worker.history_activities import LOCAL_ACTIVITY_MARKER
 from workflows.messages import (
     EnsureRequest,
     EnsureResult,
@@ -138,5 +141,29 @@ def test_a_base_gang_released_by_materialising_counts_once_and_twice_is_a_duplic
     verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
     assert verdict.none, verdict.duplicates
     actions.add_run("wf", ensure_releasing(20, {"s0-0-app-0": "pod-2"}, "a"))
+    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
+    assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
+
+
+def local_release(event_id: int, released: dict[str, str]) -> HistoryEvent:
+    """release_gates as a local activity: one marker, its result naming each released pod's UID (no request)."""
+    event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_MARKER_RECORDED)
+    marker = event.marker_recorded_event_attributes
+    marker.marker_name = LOCAL_ACTIVITY_MARKER
+    marker.details["data"].payloads.append(Payload(data=json.dumps({"activity_type": "release_gates",
+                                                                    "attempt": 1}).encode()))
+    marker.details["result"].payloads.extend(_payloads(ReleaseResult(released=tuple(released),
+                                                                     released_uids=released)))
+    return event
+
+
+def test_a_release_by_a_local_activity_counts_once_and_twice_is_a_duplicate() -> None:
+    actions = Actions()
+    actions.add_run("wf", [local_release(1, {"s0-0-app-0": "pod-1"}), *terminate(2, "b"),
+                           local_release(5, {"s0-0-app-0": "pod-2"})])
+    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
+    assert verdict.none, verdict.duplicates
+    assert verdict.counts["pods_released"] == 2
+    actions.add_run("wf", [local_release(9, {"s0-0-app-0": "pod-2"})])
     verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
     assert verdict.duplicates == ["pod pod-2: released by 2 activities"]

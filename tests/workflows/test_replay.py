@@ -20,6 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.histories import FIXTURES, load, replayer
+from worker.history_activities import activity_names
 from workflows.contract import (
     NUDGE_VERSIONS_HEADER,
     RECREATE_FOR_UPDATE,
@@ -36,8 +37,7 @@ FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
 
 def _activities(history: WorkflowHistory) -> set[str]:
-    return {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
-            if e.HasField("activity_task_scheduled_event_attributes")}
+    return set(activity_names(list(history.events)))  # local ones included
 
 
 def _updates(history: WorkflowHistory) -> set[str]:

@@ -54,8 +54,8 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_7_PATCH
-from workflows.replica import ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
+from workflows.patches import REPLICA_BASELINE_8_PATCH
+from workflows.replica import LOCAL_RELEASES_PATCH, ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
 
@@ -374,12 +374,12 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_7_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_8_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
-            contract.LOCAL_ACTIVITIES_PATCH} <= patches_in(events)
+            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
-    assert not set(scheduled) & contract.LOCAL_ACTIVITIES, scheduled
+    assert not set(scheduled) & (contract.LOCAL_ACTIVITIES | contract.LOCAL_RELEASES), scheduled
     assert {contract.OBSERVE_REPLICA_CACHED, contract.MIRROR_STATUS} <= set(activity_names(events))
 
 

@@ -21,6 +21,7 @@ from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import (
     BREACH_EVENTS_PATCH,
     ENSURE_RELEASES_BASE_PATCH,
+    LOCAL_RELEASES_PATCH,
     ONE_SAFETY_TIMER_PATCH,
     ReplicaWorkflow,
 )
@@ -82,4 +83,13 @@ async def test_without_the_guard_a_run_that_released_its_base_gang_in_a_second_a
     with release_gates; forced onto the new path, its history no longer replays (the new path schedules
     ensure_replica_releasing there)."""
     failure = await _replay_forced(monkeypatch, ENSURE_RELEASES_BASE_PATCH, "baseline-6-ad36dab-s1_start_to_available.json")
+    assert "nondetermin" in failure.lower(), failure
+
+
+async def test_without_the_guard_a_run_that_released_gates_in_a_scheduled_activity_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun under replica-baseline-7 (fffbad3) released the pods of the base gang left for after scheduling
+    with a scheduled release_gates activity; it replays on today's code (above), and forced onto local releases its
+    history no longer replays (today's code would record a local activity marker there)."""
+    failure = await _replay_forced(monkeypatch, LOCAL_RELEASES_PATCH, "baseline-7-fffbad3-s1_start_to_available.json")
     assert "nondetermin" in failure.lower(), failure
