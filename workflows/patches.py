@@ -25,7 +25,7 @@ REPLICA_BASELINE_4_PATCH = "replica-baseline-4"  # baseline 3, plus nudged-cache
 REPLICA_BASELINE_5_PATCH = "replica-baseline-5"  # baseline 4, plus unversioned-nudges-counted
 REPLICA_BASELINE_6_PATCH = "replica-baseline-6"  # baseline 5, plus decision-time-after-read
 REPLICA_BASELINE_7_PATCH = "replica-baseline-7"  # baseline 6, plus ensure-releases-base
-REPLICA_BASELINE_8_PATCH = "replica-baseline-8"  # baseline 7, plus local-releases
+REPLICA_BASELINE_8_PATCH = "replica-baseline-8"  # baseline 7, plus local-releases and topology-from-ensure
 
 
 class PatchSet:

@@ -165,6 +165,12 @@ READ_TIME_FLOOR_PATCH = "decision-time-after-read"
 # base gang reaches the scheduler one workflow task and one activity sooner (issue 17). Asked where a round first
 # materialises; in a run begun under REPLICA_BASELINE_7 it records no marker of its own.
 ENSURE_RELEASES_BASE_PATCH = "ensure-releases-base"
+# The round goes on with the plan materialising worked to, where its own read found another than the round's read:
+# the spec or a scaling count changed in between (an HPA scaled a PCSG back between the two reads, fault run seed 7
+# in CI on 41eefa7). The round used to evaluate on the older plan, so it waited for PodCliques materialising never
+# made (phase Creating), or left a new scaled gang gated, while its read answered the nudge for that very change:
+# nothing woke it until the next change, 150 s later there. Asked only where the two plans differ.
+ENSURE_TOPOLOGY_PATCH = "topology-from-ensure"
 # Gate releases (release_gates) and startup releases (release_startup) run as local activities, like the cached
 # read and the mirror: one marker each instead of three activity events and a workflow task for the result, and the
 # nudges that arrive while one runs wait for one workflow task after it rather than each waking a task that can only
@@ -187,7 +193,7 @@ REPLICA_BASELINE_6 = REPLICA_BASELINE_5 | {READ_TIME_FLOOR_PATCH}
 # Each baseline marker and the patches it stands for, newest first: the order a run asks them in (new runs record
 # the first); worker/history_activities.patches_in reads histories by the same table.
 REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
-REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH}
+REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH, ENSURE_TOPOLOGY_PATCH}
 REPLICA_BASELINES = ((REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
@@ -505,6 +511,9 @@ class ReplicaWorkflow:
             return snapshot
         self._nudges.observed(result.snapshot, None, reading)
         self._not_before(result.snapshot)
+        after = result.snapshot.topology
+        if after is not None and after != self.state.topology and self._patched(ENSURE_TOPOLOGY_PATCH):
+            self.state.topology, self.state.release_after = after, result.snapshot.release_after
         if result.released_base:
             self.state.base_released_at = self.state.base_released_at or workflow.now()
         if result.created or result.deleted or result.updated:

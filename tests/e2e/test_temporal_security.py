@@ -97,7 +97,10 @@ async def test_tls_connects_with_the_configured_ca_and_server_name(tls_proxy: Tl
     # Each missing piece fails at once, saying what is wrong.
     assert "UnknownIssuer" in await refused(settings(tls_proxy.address, server_name=SERVER_NAME))
     assert "NotValidForName" in await refused(settings(tls_proxy.address, ca=pki.authority.ca))
-    assert "transport error" in await refused(settings(tls_proxy.address, tls=False))
+    # Plain text to a TLS port: the proxy drops the connection; the SDK names it either way depending on when the
+    # close reaches it ("transport error", or "connection closed" as the call was cancelled; CI on 41eefa7).
+    plain = await refused(settings(tls_proxy.address, tls=False))
+    assert "transport error" in plain or "connection closed" in plain, plain
 
 
 async def test_mtls_needs_a_client_certificate_from_the_servers_ca(mtls_proxy: TlsProxy, pki: Pki) -> None:

@@ -36,6 +36,7 @@ from workflows.messages import (
     CliqueState,
     ControlResult,
     DeleteReplicaResult,
+    EnsureRequest,
     EnsureResult,
     EventRequest,
     ForceTerminateRequest,
@@ -473,3 +474,40 @@ async def test_a_deadline_passing_while_a_local_activity_outlasts_its_task_repla
     assert at >= request.deadline, "terminated before its deadline"
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_round_goes_on_with_the_plan_materialising_read_when_the_spec_changed_between_the_reads(
+        client: Client) -> None:
+    """The round's read plans a PodClique more than materialising's own read a moment later (an HPA scaled back in
+    between): the round evaluates on the plan the objects were made to and ends Available. On the older plan it
+    waited for a PodClique never made, phase Creating, with nothing left to wake it (fault run seed 7, CI)."""
+    cluster = ScriptedCluster(_pcs("rescaled"))
+    wider = _pcs("rescaled")
+    wider.spec.template.cliques.append(wider.spec.template.cliques[0].model_copy(update={"name": "extra"}))
+    first_read = cluster.snapshot().model_copy(update={
+        "topology": topology_for(wider, 0), "drift": ("missing PodClique rescaled-0-extra",)})
+    reads: list[str] = []
+
+    @activity.defn(name=contract.OBSERVE_REPLICA_CACHED)
+    def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
+        reads.append("observe")
+        return (first_read if len(reads) == 1 else cluster.snapshot()).model_copy(
+            update={"from_cache": True, "read_from": None})
+
+    @activity.defn(name=contract.ENSURE_REPLICA_RELEASING)
+    def ensure(request: EnsureRequest) -> EnsureResult:
+        reads.append("ensure")
+        return EnsureResult(snapshot=cluster.snapshot())  # its own read: the narrower plan, nothing to make
+
+    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
+                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
+                                         id=ref.workflow_id, task_queue=queue)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
+        status = await _status(handle)
+    assert reads[:2] == ["observe", "ensure"], reads
+    assert {c.name for c in status.cliques} == {unit.name for unit in cluster.topology.cliques}
