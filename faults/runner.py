@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from kubernetes.client import CoreV1Api
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
@@ -423,7 +422,8 @@ class FaultRun:
                                                      else invariants.OBJECTS, key, detail))
             self.log(f"  VIOLATION {detail}")
             new += 1
-            for line in await self._pending_activities():
+            for line in await diagnose.open_workflow_lines(self.client, self.task_queue,
+                                                           self.run_dir / "histories" / f"round-{index}"):
                 self.log(f"    {line}")
             for line in diagnose.unready_pod_lines(live.pods):
                 self.log(f"    {line}")
@@ -433,26 +433,6 @@ class FaultRun:
                                        new))
         self.log(f"  settled in {settle:.1f}s; terminations checked so far {found.counts['terminations_checked']}, "
                  f"violations {len(self.violations)}")
-
-    async def _pending_activities(self) -> list[str]:
-        """For an unsettled round: every open workflow of this run with an activity pending, and how long it has
-        been (what a stuck round most often waits on: an activity lost with a worker, waiting out its timeout)."""
-        lines: list[str] = []
-        try:
-            async for execution in self.client.list_workflows(f"TaskQueue = '{self.task_queue}' AND "
-                                                              "ExecutionStatus = 'Running'"):
-                description = await self.client.get_workflow_handle(execution.id).describe()
-                for pending in description.raw_description.pending_activities:
-                    started = pending.last_started_time.ToDatetime(tzinfo=UTC) if pending.HasField(
-                        "last_started_time") else None
-                    since = f", started {time.time() - started.timestamp():.0f}s ago" if started else ""
-                    failure = pending.last_failure.message if pending.HasField("last_failure") else ""
-                    state = PendingActivityState.Name(pending.state).removeprefix("PENDING_ACTIVITY_STATE_")
-                    lines.append(f"pending in {execution.id}: {pending.activity_type.name} attempt {pending.attempt}"
-                                 f" ({state}{since}){': ' + failure[:200] if failure else ''}")
-        except Exception as error:  # diagnostics only: never fail the run for them
-            lines.append(f"could not list pending activities: {error}")
-        return lines or ["no workflow of this run has an activity pending"]
 
     async def _check(self, index: int, live: LiveObjects, digests: dict[ReplicaKey, WorkflowDigest],
                      settled: bool, histories_read_at: float) -> Findings:
