@@ -286,6 +286,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         if settings.watcher:
             watcher = Watcher(kube, client, namespace=settings.watch_namespace,
                               nudge_coalesce_seconds=settings.nudge_coalesce.total_seconds(),
+                              nudge_status_window_seconds=settings.nudge_status_window.total_seconds(),
                               resync_seconds=settings.watch_resync.total_seconds(), cache=cache,
                               first_list_drift=lambda key: drift_in_cache(watcher.cache, scheduling, ReplicaRef(
                                   namespace=key.namespace, pcs=key.pcs, pcs_uid=key.pcs_uid, replica=key.replica)))

@@ -138,6 +138,12 @@ class WorkerSettings(BaseModel):
     # latency for every change. 5 ms, the default, is what the fault runs have run with.
     nudge_coalesce: timedelta = Field(
         default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_COALESCE_MS", 5)))
+    # How long a nudge for a change that only moves a replica's status (a pod Ready or Running, a scaled pod bound)
+    # may wait to be sent with the changes after it (worker/watcher.py, "Status-only changes"). A change the workflow
+    # decides on (a pod losing readiness or a gate, deleted, a base pod bound, a spec change) is sent at once and
+    # takes any held ones along.
+    nudge_status_window: timedelta = Field(
+        default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", 250)))
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),

@@ -274,7 +274,8 @@ def test_a_standby_remembers_what_changed_and_nudges_it_when_it_takes_over() -> 
     hand-over window (the old leader may have died with them unsent), each once, at the newest versions."""
     watcher = Watcher(None, None, handover_window_seconds=60)  # type: ignore[arg-type]
     requested: list[tuple[str, dict[str, int] | None]] = []
-    watcher.nudger.request = lambda wid, versions=None: requested.append((wid, versions))  # type: ignore[method-assign]
+    watcher.nudger.request = (  # type: ignore[method-assign]
+        lambda wid, versions=None, status_only=False: requested.append((wid, versions)))
     watcher._nudge("a", {"Pod": 5})
     watcher._nudge("a", {"Pod": 7, "PodClique": 2})
     watcher._nudge("b", None)  # an item of a relist: judged by the clock
@@ -308,7 +309,8 @@ def test_the_workflows_own_steps_wake_nobody_and_everything_else_does() -> None:
     watcher.leading = True
     nudged: list[int | None] = []
     watcher.nudger.request = (  # type: ignore[method-assign]
-        lambda wid, versions=None: nudged.append(None if versions is None else max(versions.values())))
+        lambda wid, versions=None, status_only=False: nudged.append(None if versions is None
+                                                                     else max(versions.values())))
     pcs = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid", "generation": 1}}
     watcher.pcs_feed.known[("ns", "p")] = ((), pcs)
     pod, pclq = watcher.pod_feed, watcher.pclq_feed
@@ -350,7 +352,8 @@ def test_a_first_list_nudges_whole_replicas_with_their_items_versions_and_the_re
     watcher = Watcher(None, None, first_list_drift=drift_of)  # type: ignore[arg-type]
     watcher.leading = True
     nudged: list[tuple[str, dict[str, int] | None]] = []
-    watcher.nudger.request = lambda wid, versions=None: nudged.append((wid, versions))  # type: ignore[method-assign]
+    watcher.nudger.request = (  # type: ignore[method-assign]
+        lambda wid, versions=None, status_only=False: nudged.append((wid, versions)))
     pcs: dict[str, Any] = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid",
                                                                 "generation": 1, "resourceVersion": "3"},
                            "spec": {"replicas": 3}}
@@ -388,3 +391,97 @@ async def _first_lists_done(watcher: Watcher) -> None:
     watcher._first_lists_done()
     assert watcher._testing is not None
     await watcher._testing
+
+
+def _pod(name: str, rv: int, *, node: str | None = None, ready: bool = False, phase: str = "Pending",
+         scaled: bool = False, waiting: bool = False, template: str = "h1", clique: str = "p-0-a") -> dict[str, Any]:
+    pod = _replica_object("Pod", name, rv, node=node, ready=ready)
+    pod["status"]["phase"] = phase
+    labels = pod["metadata"]["labels"]
+    labels[names.LABEL_PODCLIQUE], labels[names.LABEL_POD_TEMPLATE_HASH] = clique, template
+    if scaled:
+        labels[names.LABEL_BASE_PODGANG] = "p-0"
+    if waiting:
+        pod["metadata"]["annotations"] = {names.ANNOTATION_STARTUP: names.STARTUP_WAITING}
+    return pod
+
+
+def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_on_do_not() -> None:
+    """Pure logic: which pod changes the watcher marks status-only (the nudge may wait for the status window)."""
+    watcher = Watcher(None, None)  # type: ignore[arg-type]
+    watcher.leading = True
+    marked: list[tuple[int, bool]] = []
+    watcher.nudger.request = (  # type: ignore[method-assign]
+        lambda wid, versions=None, status_only=False: marked.append((max((versions or {0: 0}).values()), status_only)))
+    pcs = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid", "generation": 1}}
+    watcher.pcs_feed.known[("ns", "p")] = ((), pcs)
+    feed = watcher.pod_feed
+
+    def event(pod: dict[str, Any], kind: str = "MODIFIED") -> bool:
+        marked.clear()
+        watcher._on_event(feed, kind, pod)
+        ((_, status_only),) = marked
+        return status_only
+
+    for name in ("p-0-a-0", "p-0-a-1", "p-0-b-0"):  # two base pods and one of a scaled gang, created and released
+        watcher._on_event(feed, "ADDED", _pod(name, 1, scaled=name == "p-0-b-0"))
+    assert event(_pod("p-0-a-0", 2, node="n1")) is True, "a base pod bound while another is not"
+    assert event(_pod("p-0-b-0", 3, node="n1", scaled=True)) is True, "a scaled pod bound"
+    assert event(_pod("p-0-a-1", 4, node="n2")) is False, "the binding that leaves every base pod bound"
+    assert event(_pod("p-0-a-0", 5, node="n1", phase="Running")) is True, "Running"
+    assert event(_pod("p-0-a-0", 6, node="n1", phase="Running", ready=True)) is True, "Ready gained"
+    assert event(_pod("p-0-a-0", 7, node="n1", phase="Running")) is False, "readiness lost: a breach begins"
+    assert event(_pod("p-0-a-1", 8, node="n2", phase="Failed")) is False, "failed"
+    assert event(_pod("p-0-a-0", 9, node="n1", phase="Running"), "DELETED") is False, "deleted"
+
+    watcher._on_event(feed, "ADDED", _pod("p-0-c-0", 10, waiting=True, clique="p-0-c"))
+    assert event(_pod("p-0-a-1", 11, node="n2", phase="Running", ready=True)) is False, \
+        "Ready gained while a pod waits for startup order"
+    watcher._on_event(feed, "DELETED", _pod("p-0-c-0", 12, waiting=True, clique="p-0-c"))
+    watcher._on_event(feed, "ADDED", _pod("p-0-a-2", 13, template="h2"))
+    assert event(_pod("p-0-b-0", 14, node="n1", scaled=True, ready=True, clique="p-0-b")) is True, \
+        "Ready gained in a PodClique of one template"
+    assert event(_pod("p-0-a-1", 15, node="n2", phase="Running")) is False, "readiness lost"
+    assert event(_pod("p-0-a-1", 16, node="n2", phase="Running", ready=True)) is False, \
+        "Ready gained in a PodClique with pods of two templates: a rolling update waits on it"
+
+
+class _RecordingClient:
+    """Stands in for the Temporal client in the Nudger's pure logic: records each signal, with its versions."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, str, dict[str, int] | None]] = []
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        client = self
+
+        class Handle:
+            async def signal(self, *args: Any, **kwargs: Any) -> None:
+                from workflows.nudge_versions import _outgoing  # what the header interceptor reads
+                client.sent.append((time.monotonic(), workflow_id, _outgoing.get()))
+
+        return Handle()
+
+
+async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_takes_it_along() -> None:
+    client = _RecordingClient()
+    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=0.3)  # type: ignore[arg-type]
+    running = asyncio.create_task(nudger.run())
+    began = time.monotonic()
+    nudger.request("a", {"Pod": 5}, status_only=True)
+    nudger.request("a", {"Pod": 6}, status_only=True)
+    nudger.request("b", {"Pod": 7}, status_only=True)
+    await asyncio.sleep(0.1)
+    assert client.sent == [], "held for the window"
+    nudger.request("b", {"Pod": 8, "PodClique": 2})  # a change b's workflow decides on: at once, with b's held one
+    await asyncio.sleep(0.05)
+    assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2})]
+    await asyncio.sleep(0.3)
+    assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2}),
+                                                                      ("a", {"Pod": 6})], "one nudge for a's two"
+    assert client.sent[1][0] - began >= 0.3
+    nudger.request("c", {"Pod": 9}, status_only=True)
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    assert nudger._pending == {"c": {"Pod": 9}}, "a term that ends keeps its held nudges for the next"

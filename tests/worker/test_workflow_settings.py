@@ -56,6 +56,13 @@ def test_the_nudge_window_stays_at_five_milliseconds_unless_told(monkeypatch: py
     assert WorkerSettings().nudge_coalesce.total_seconds() == 0.2
 
 
+def test_status_only_nudges_wait_a_quarter_second_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", raising=False)
+    assert WorkerSettings().nudge_status_window.total_seconds() == 0.25
+    monkeypatch.setenv("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", "0")
+    assert WorkerSettings().nudge_status_window.total_seconds() == 0
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ("80a", "GROVE_TEMPORAL_HTTP_PORT must be a whole number, got '80a'"),
     ("70000", "GROVE_TEMPORAL_HTTP_PORT must be a port from 1 to 65535, got 70000"),
