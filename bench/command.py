@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 ACCEPTS = {
     "b1": {"replicas", "interval", "profile", "backends"},
     "b2": {"replicas", "delay"},
-    "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors"},
+    "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors", "repeat"},
     "b4": {"replicas", "window", "per_pcs", "rollout_resync"},
     "b5": {"replicas", "per_pcs", "profile", "workers"},
     "scale": {"replicas", "interval"},
@@ -101,6 +101,9 @@ def bench(
                                                            "fresh stack (1,2,3)")] = None,
     floors: Annotated[str | None, typer.Option(help="b3: comma-separated floors measured beside the product, each on "
                                                     "a fresh stack: direct, temporal, local (all three)")] = None,
+    repeat: Annotated[int | None, typer.Option(min=1, help="b3: run the product phase this many times per size, "
+                                                          "each on a fresh stack; the median run is reported, "
+                                                          "every run beside it (1)")] = None,
     timeout: Annotated[float | None, typer.Option(min=1, help="seconds one phase may wait before the run is "
                                                              "abandoned (b1, b2, scale: 300; b5, scaleout: 900; "
                                                              "b4: 1200; b3, rollout: 1800)")] = None,
@@ -120,7 +123,8 @@ def bench(
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
                              "profile": profile or None,
                              "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
-                             "backends": _backends(backends), "floors": _floors(floors), "timeout": timeout}
+                             "backends": _backends(backends), "floors": _floors(floors), "timeout": timeout,
+                             "repeat": repeat}
     if pods_per_replica is not None and pods_per_replica not in (1, 17):
         raise typer.BadParameter(f"{pods_per_replica}: 1 or 17", param_hint="'--pods-per-replica'")
     given = {k: v for k, v in given.items() if v is not None}

@@ -106,6 +106,19 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
     assert growth["worker_cpu_s"]["ratio"] and growth["kube_requests"]["per_replica_ratio"]
 
 
+async def test_b3_repeated_reports_the_median_run_and_every_run_beside_it(stack: LocalStack) -> None:
+    results = _envelope_ok(await run_scenario("b3", {"sizes": (3,), "per_pcs": 3, "floors": (), "repeat": 3},
+                                              stack=stack), "b3")
+    (size,) = results["sizes"]
+    runs = size["product_runs"]
+    assert len(runs) == 3 and all(run["all_released_s"] > 0 for run in runs)
+    assert size["all_released_s"] == sorted(run["all_released_s"] for run in runs)[1]
+    spread = size["product_spread"]
+    assert spread["all_released_s"] == {"min": min(r["all_released_s"] for r in runs),
+                                        "max": max(r["all_released_s"] for r in runs)}
+    assert spread["history_events_per_replica_p50"]["min"] > 0
+
+
 async def test_b3_that_runs_out_of_time_carries_what_it_measured(stack: LocalStack) -> None:
     from bench.report import Unfinished
 

@@ -19,6 +19,8 @@ from worker.cli import app
     (["b3", "--floors", "direct,direct"], "--floors"),
     (["b5", "--floors", "direct"], "--floors"),
     (["b3", "--timeout", "0"], "--timeout"),
+    (["b3", "--repeat", "0"], "--repeat"),
+    (["b1", "--repeat", "2"], "--repeat"),
 ])
 def test_a_bad_option_is_refused_by_name_and_starts_nothing(args: list[str], named: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
