@@ -28,8 +28,8 @@ on an idle kind).
 Status-only changes. Most watch events of a replica coming up or rolling only move what its status counts: a pod
 bound, Running, Ready. Each nudge is a signal in the replica's history, and most bring a workflow task: a 17-pod
 replica took about 20 signals from created to Available. A change that the workflow decides on (readiness lost, a
-gate or deletion, a pod that failed, the binding that leaves every base pod bound, Ready while a pod waits for
-startup order or while a PodClique has pods of two templates) is nudged at once; one that only moves status waits
+gate or deletion, a pod that failed, the binding that leaves every base pod bound while scaled pods wait on it,
+Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one that only moves status waits
 up to the status window (`nudge_status_window`, worker/config.py) and goes with the next nudge to that workflow,
 whichever comes first. Taking a change for status-only by mistake delays it by the window and nothing else.
 """
@@ -131,6 +131,7 @@ class _PodFacts:
     """What the status-only test needs of a replica's other pods."""
     base: bool  # in the base gang (scaled pods carry the base PodGang's name)
     bound: bool
+    gated: bool  # our scheduling gate is still on
     waiting: bool  # held by startup order until pods of other cliques are Ready
     clique: str | None
     template: str | None  # the pod template hash: two in one PodClique mean a rollout is under way
@@ -141,6 +142,8 @@ class _PodFacts:
         labels = meta.get("labels") or {}
         return _PodFacts(base=names.LABEL_BASE_PODGANG not in labels,
                          bound=bool((pod.get("spec") or {}).get("nodeName")),
+                         gated=any(g.get("name") == names.SCHEDULING_GATE
+                                   for g in (pod.get("spec") or {}).get("schedulingGates") or []),
                          waiting=(meta.get("annotations") or {}).get(names.ANNOTATION_STARTUP) == names.STARTUP_WAITING,
                          clique=labels.get(names.LABEL_PODCLIQUE), template=labels.get(names.LABEL_POD_TEMPLATE_HASH))
 
@@ -602,9 +605,9 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
     phase Pending to Running, Ready gained, a binding. Never one the workflow may act on: readiness lost (a breach
     begins), failed or finished, a gate gained or lost, deletion begun; nor Ready gained while a pod of the replica
     waits for startup order (its release may wait on this one) or has another template (a rolling update waits on
-    it), nor the binding of a base pod that leaves every base
-    pod of the replica bound (the scaled gangs are released on it). A change taken for status-only wrongly costs
-    only the window's latency: the nudge is still sent."""
+    it), nor the binding of a base pod that leaves every base pod of the replica bound while a scaled pod is gated
+    (the scaled gangs are released on it). A change taken for status-only wrongly costs only the window's latency:
+    the nudge is still sent."""
     if before[:NODE] != after[:NODE] or before[GATED] != after[GATED]:
         return False
     if before[READY] == "True" and after[READY] != "True":
@@ -616,7 +619,8 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
             for pod in siblings.values()):
         return False
     bound = before[NODE] != after[NODE] or before[SCHEDULED] != after[SCHEDULED]
-    return not (bound and facts.base and all(pod.bound for pod in siblings.values() if pod.base))
+    return not (bound and facts.base and all(pod.bound for pod in siblings.values() if pod.base)
+                and any(pod.gated and not pod.base for pod in siblings.values()))
 
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:

@@ -394,8 +394,9 @@ async def _first_lists_done(watcher: Watcher) -> None:
 
 
 def _pod(name: str, rv: int, *, node: str | None = None, ready: bool = False, phase: str = "Pending",
-         scaled: bool = False, waiting: bool = False, template: str = "h1", clique: str = "p-0-a") -> dict[str, Any]:
-    pod = _replica_object("Pod", name, rv, node=node, ready=ready)
+         scaled: bool = False, waiting: bool = False, template: str = "h1", clique: str = "p-0-a",
+         gated: bool = False) -> dict[str, Any]:
+    pod = _replica_object("Pod", name, rv, node=node, ready=ready, gated=gated)
     pod["status"]["phase"] = phase
     labels = pod["metadata"]["labels"]
     labels[names.LABEL_PODCLIQUE], labels[names.LABEL_POD_TEMPLATE_HASH] = clique, template
@@ -423,11 +424,14 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
         ((_, status_only),) = marked
         return status_only
 
-    for name in ("p-0-a-0", "p-0-a-1", "p-0-b-0"):  # two base pods and one of a scaled gang, created and released
-        watcher._on_event(feed, "ADDED", _pod(name, 1, scaled=name == "p-0-b-0"))
+    for name in ("p-0-a-0", "p-0-a-1"):  # two base pods, released
+        watcher._on_event(feed, "ADDED", _pod(name, 1))
+    watcher._on_event(feed, "ADDED", _pod("p-0-b-0", 1, scaled=True, gated=True))  # a scaled gang's, gated
     assert event(_pod("p-0-a-0", 2, node="n1")) is True, "a base pod bound while another is not"
+    assert event(_pod("p-0-a-1", 4, node="n2")) is False, \
+        "the binding that leaves every base pod bound while a scaled pod waits on it"
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-b-0", 2, scaled=True))  # its release: the workflow's own step
     assert event(_pod("p-0-b-0", 3, node="n1", scaled=True)) is True, "a scaled pod bound"
-    assert event(_pod("p-0-a-1", 4, node="n2")) is False, "the binding that leaves every base pod bound"
     assert event(_pod("p-0-a-0", 5, node="n1", phase="Running")) is True, "Running"
     assert event(_pod("p-0-a-0", 6, node="n1", phase="Running", ready=True)) is True, "Ready gained"
     assert event(_pod("p-0-a-0", 7, node="n1", phase="Running")) is False, "readiness lost: a breach begins"
@@ -444,6 +448,15 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
     assert event(_pod("p-0-a-1", 15, node="n2", phase="Running")) is False, "readiness lost"
     assert event(_pod("p-0-a-1", 16, node="n2", phase="Running", ready=True)) is False, \
         "Ready gained in a PodClique with pods of two templates: a rolling update waits on it"
+
+    lone = {**pcs, "metadata": {**pcs["metadata"], "name": "q", "uid": "q-uid"}}
+    watcher.pcs_feed.known[("ns", "q")] = ((), lone)
+    only = _pod("q-0-a-0", 20)
+    only["metadata"]["labels"][names.LABEL_PART_OF] = "q"
+    watcher._on_event(feed, "ADDED", only)
+    bound = _pod("q-0-a-0", 21, node="n1")
+    bound["metadata"]["labels"][names.LABEL_PART_OF] = "q"
+    assert event(bound) is True, "the base gang bound with no scaled gang to release: only status"
 
 
 class _RecordingClient:
