@@ -128,18 +128,29 @@ async def _storm_one_replica(name: str, concurrency: int, cluster: Cluster, stor
         found = [e async for e in temporal_client.list_workflows(f"WorkflowId = '{replica.workflow_id}'")]
         return sorted(found, key=lambda e: e.start_time) if len(found) == status.runs else None
 
+    async def accounted() -> tuple[list[WorkflowExecution], list[tuple[int, int, int]]] | None:
+        """Every run listed and its nudges counted, once the workflow's own count has caught up with the histories:
+        the watcher's nudges still come (a pod's Ready waits up to the status window), and one that lands between
+        the status read and the histories is counted by the next round."""
+        runs = await all_runs()
+        if runs is None:
+            return None
+        per_run: list[tuple[int, int, int]] = []
+        for run in runs:
+            history = await temporal_client.get_workflow_handle(replica.workflow_id,
+                                                                run_id=run.run_id).fetch_history()
+            nudges = [e.workflow_execution_signaled_event_attributes for e in history.events
+                      if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+                      and e.workflow_execution_signaled_event_attributes.signal_name == NUDGE_SIGNAL]
+            per_run.append((sum(1 for n in nudges if n.identity == STORM_IDENTITY), len(nudges), len(history.events)))
+            if run.status is WorkflowExecutionStatus.CONTINUED_AS_NEW:
+                assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+        return (runs, per_run) if status.nudges_total == sum(r[1] for r in per_run) else None
+
     # Visibility is eventually consistent, and slow on a loaded machine (CI, after 20,000 signals): wait longer.
-    runs: list[WorkflowExecution] = await await_for(all_runs, timeout=90, what=f"{status.runs} runs listed")
+    runs, per_run = await await_for(accounted, timeout=90, interval=1.0,
+                                    what=f"{status.runs} runs listed and every nudge in them counted by the workflow")
     assert runs[0].run_id == first_run
-    per_run: list[tuple[int, int, int]] = []
-    for run in runs:
-        history = await temporal_client.get_workflow_handle(replica.workflow_id, run_id=run.run_id).fetch_history()
-        nudges = [e.workflow_execution_signaled_event_attributes for e in history.events
-                  if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-                  and e.workflow_execution_signaled_event_attributes.signal_name == NUDGE_SIGNAL]
-        per_run.append((sum(1 for n in nudges if n.identity == STORM_IDENTITY), len(nudges), len(history.events)))
-        if run.status is WorkflowExecutionStatus.CONTINUED_AS_NEW:
-            assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
     result = StormResult(total=sent[0], during=during, seconds=seconds, retried=retried, runs=runs, per_run=per_run,
                          nudges_total=status.nudges_total, breached=breached)
     print(result.describe(name))
