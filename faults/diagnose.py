@@ -59,18 +59,20 @@ async def open_workflow_lines(client: Client, task_queue: str, histories_dir: Pa
     open (a local activity that does not return). Every open workflow's history is written to `histories_dir` as
     JSON, to replay or read afterwards without the run's Temporal database."""
     lines: list[str] = []
-    written = 0
+    written = noted = 0
     try:
         async for execution in client.list_workflows(f"TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"):
             handle = client.get_workflow_handle(execution.id)
-            lines += pending_work_lines(execution.id, (await handle.describe()).raw_description)
+            work = pending_work_lines(execution.id, (await handle.describe()).raw_description)
+            lines += work
+            noted += len(work)
             history = await handle.fetch_history()
             histories_dir.mkdir(parents=True, exist_ok=True)
             (histories_dir / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', execution.id)}.json").write_text(history.to_json())
             written += 1
     except Exception as error:  # diagnostics only: never fail the run for them
         lines.append(f"could not describe the open workflows: {error}")
-    if not any(line.startswith("pending in") or line.startswith("workflow task of") for line in lines):
+    if not noted:
         lines.append("no workflow of this run has an activity pending or a workflow task failing or held")
     lines.append(f"histories of {written} open workflows written to {histories_dir}")
     return lines

@@ -29,9 +29,9 @@ Status-only changes. Most watch events of a replica coming up or rolling only mo
 bound, Running, Ready. Each nudge is a signal in the replica's history, and most bring a workflow task: a 17-pod
 replica took about 20 signals from created to Available. A change that the workflow decides on (readiness lost, a
 gate or deletion, a pod that failed, the binding that leaves every base pod bound while scaled pods wait on it,
-Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one that only moves status waits
-up to the status window (`nudge_status_window`, worker/config.py) and goes with the next nudge to that workflow,
-whichever comes first. Taking a change for status-only by mistake delays it by the window and nothing else.
+Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one
+that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) and goes with the
+next nudge to that workflow, whichever comes first. Taking a change for status-only by mistake delays it by the window and nothing else.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from activities.kubeapi import (
     Kube,
     Resource,
     ours,
+    pod_gated,
     resource_version,
     slim,
 )
@@ -100,7 +101,7 @@ def pcsg_fingerprint(obj: JSON) -> Fingerprint:
 def pod_fingerprint(obj: JSON) -> Fingerprint:
     meta, spec, status = obj.get("metadata", {}), obj.get("spec") or {}, obj.get("status") or {}
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    gated = any(g.get("name") == names.SCHEDULING_GATE for g in spec.get("schedulingGates") or [])
+    gated = pod_gated(obj)
     return (
         meta.get("uid"),
         bool(meta.get("deletionTimestamp")),
@@ -142,8 +143,7 @@ class _PodFacts:
         labels = meta.get("labels") or {}
         return _PodFacts(base=names.LABEL_BASE_PODGANG not in labels,
                          bound=bool((pod.get("spec") or {}).get("nodeName")),
-                         gated=any(g.get("name") == names.SCHEDULING_GATE
-                                   for g in (pod.get("spec") or {}).get("schedulingGates") or []),
+                         gated=pod_gated(pod),
                          waiting=(meta.get("annotations") or {}).get(names.ANNOTATION_STARTUP) == names.STARTUP_WAITING,
                          clique=labels.get(names.LABEL_PODCLIQUE), template=labels.get(names.LABEL_POD_TEMPLATE_HASH))
 
