@@ -84,20 +84,23 @@ class WorkerSettings(BaseModel):
     identity: str = Field(default_factory=lambda: os.environ.get("GROVE_TEMPORAL_IDENTITY")
                           or f"{socket.gethostname()}-{os.getpid()}")
     activity_threads: int = Field(default=64, ge=1, le=1024)
-    # Workflow tasks are CPU-bound Python under one GIL: more slots only slice the CPU thinner. After a worker restart
-    # every workflow replays its history at once; with 100 slots on two loaded cores each of ~25 replays took over
-    # the 10 s workflow task timeout, so all timed out and replayed again, for minutes (fault run seed 12, round 15).
-    # A few slots let each replay finish and the rest wait in Temporal's queue, where no timeout runs. Eight were
-    # still too many once histories reached 2,600 events (rounds 25-45 of the same run); with runs now capped at
-    # 1,000 events (workflows/signals.py) four slots keep a full replay of each within the timeout at load 20.
+    # A slot is held from the poll that fetches a workflow task until the task completes, and a replica's task now
+    # runs its cached read, status mirror, gate releases and Events as local activities inside it: most of a task's
+    # time is spent waiting on Temporal (the poll) or kube-apiserver, not running Python. With four slots B5 kept
+    # only 2.1 of them running a task, and tasks queued in Temporal meanwhile. Measured on two cores, 1,000 replicas,
+    # one run each (B3 all released / B5 all progressed after the kill): 4 slots 81.6 / 46.8 s, 8: 69.3 / 41.2 s,
+    # 12: 49.8 / 37.6 s, 16: 55.3 / 42.9 s, 24: 53.0 / 44.3 s (docs/benchmarks.md). The bound above: every replay
+    # must finish within the 10 s workflow task timeout while the others share the CPU; with 100 slots ~25 replays of
+    # 2,600-event histories each took over it and replayed again, for minutes (fault run seed 12, round 15). Runs are
+    # capped at 1,000 events (workflows/signals.py); at 12 slots B5's longest task took 1.2 s.
     max_concurrent_workflow_tasks: int = Field(
-        default_factory=lambda: _positive("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", 4), ge=1)
+        default_factory=lambda: _positive("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", 12), ge=1)
     # Of the SDK's five workflow-task pollers, the share that polls the shared task queue rather than this worker's
     # sticky queue. The SDK's 0.2 gives the shared queue one poller; after a hand-over every workflow the dead worker
     # held arrives there, and with one poller the survivor kept only 1.4 of its 4 slots busy. B5, two workers, 1,000
     # replicas, the leader killed: every replica progressed after 44.5 / 46.3 / 50.3 s at 0.2 and 40.3 / 36.1 s at 0.6
     # (2.0-2.1 slots busy); a lone restarted worker, where every task is on the shared queue anyway, did not change
-    # (52.6 s against 51-59 s). Two pollers stay on the sticky queue, enough for four slots in steady state.
+    # (52.6 s against 51-59 s). Two pollers stay on the sticky queue.
     nonsticky_poll_ratio: float = Field(default=0.6, gt=0, le=1)
     # Temporal's workflow sandbox re-imports the workflow modules for every run it starts or replays and proxies each
     # call into them: about 12 ms of worker CPU per run started or taken into the cache, and 1.8x the CPU per replayed

@@ -81,9 +81,9 @@ def test_the_http_port_is_read_when_given_and_off_when_not(monkeypatch: pytest.M
     assert WorkerSettings().http_port == 9102
 
 
-def test_workflow_task_slots_stay_at_four_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workflow_task_slots_are_twelve_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", raising=False)
-    assert WorkerSettings().max_concurrent_workflow_tasks == 4
+    assert WorkerSettings().max_concurrent_workflow_tasks == 12
     monkeypatch.setenv("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "16")
     assert WorkerSettings().max_concurrent_workflow_tasks == 16
 
