@@ -44,9 +44,16 @@ def envelope(scenario: str, options: dict[str, Any], results: dict[str, Any], *,
         "scheduler_backend": os.environ.get("GROVE_TEMPORAL_SCHEDULER_BACKEND") or "auto",
         # the workers inherit it too (worker/config.py: workflow_sandbox)
         "workflow_sandbox": WorkerSettings().workflow_sandbox,
+        # Every worker setting the run changed from its default: a figure taken at 4 workflow-task slots must say so.
+        "worker_environment": worker_environment(),
         "results": results,
         "notes": notes,
     }
+
+
+def worker_environment() -> dict[str, str]:
+    """The GROVE_TEMPORAL_* variables set for this run; the benchmark's workers inherit them (worker/config.py)."""
+    return {name: value for name, value in sorted(os.environ.items()) if name.startswith("GROVE_TEMPORAL_")}
 
 
 def write(result: dict[str, Any], out_dir: Path) -> Path:
@@ -105,5 +112,7 @@ def render(result: dict[str, Any], console: Console | None = None) -> None:
                   f"load {machine['loadavg_at_start']} → {machine['loadavg_at_end']}; "
                   f"git {result['git']['commit'][:12]}; workflow sandbox "
                   f"{'on' if result.get('workflow_sandbox', True) else 'off'}; {result['duration_s']} s")
+    if result.get("worker_environment"):
+        console.print("worker environment: " + " ".join(f"{k}={v}" for k, v in result["worker_environment"].items()))
     for note in result["notes"]:
         console.print(f"note: {note}")

@@ -77,3 +77,18 @@ def test_a_run_that_times_out_with_figures_writes_them_marked_and_exits_1(tmp_pa
     assert result.stderr.strip() == (f"bench: {message}; wrote what was measured until then to {written}, "
                                      "the stack is down (a longer --timeout lets it finish)")
     assert "12,492" in result.stdout or "12492" in result.stdout  # the table too
+
+
+def test_the_envelope_names_every_worker_setting_the_run_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from bench import env, report
+
+    for name in [n for n in os.environ if n.startswith("GROVE_TEMPORAL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "4")
+    monkeypatch.setenv("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", "0")
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "elsewhere:7233")  # not a worker setting of ours: not recorded
+    measured = report.envelope("b3", {}, {}, kube_version=None, started=0.0, machine=env.machine(), notes=[])
+    assert measured["worker_environment"] == {"GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS": "4",
+                                              "GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS": "0"}
