@@ -17,7 +17,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from activities.kubeapi import JSON, PODS, Kube, ListWatch
+from activities.kubeapi import JSON, PODS, Kube, ListWatch, pod_gated
 from bench import procs
 from grove import manifests, names
 from grove.plan import plan_replica
@@ -37,10 +37,6 @@ def create_replica(kube: Kube, manifest: JSON) -> list[str]:
             kube.create(PODS, namespace, body)
             created.append(body["metadata"]["name"])
     return created
-
-
-def _gated(pod: JSON) -> bool:
-    return any(g.get("name") == names.SCHEDULING_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
 
 
 class Floor:
@@ -69,14 +65,14 @@ class Floor:
         base_gang = labels.get(names.LABEL_BASE_PODGANG)
         if base_gang is None:  # a base pod
             gang = labels.get(names.LABEL_PODGANG, "")
-            if _gated(pod):
+            if pod_gated(pod):
                 self.release(name, uid)
             elif (pod.get("spec") or {}).get("nodeName"):
                 self.scheduled[gang].add(name)
                 if len(self.scheduled[gang]) >= self.base_pods:
                     for scaled, scaled_uid in sorted(self.waiting.pop(gang, {}).items()):
                         self.release(scaled, scaled_uid)
-        elif _gated(pod):
+        elif pod_gated(pod):
             if len(self.scheduled[base_gang]) >= self.base_pods:
                 self.release(name, uid)
             else:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch
+from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch, pod_gated
 from bench import interrupt
 from grove import names
 
@@ -29,9 +29,8 @@ def _condition(obj: JSON, kind: str) -> bool:
 
 def pod_state(pod: JSON) -> dict[str, Any]:
     spec = pod.get("spec") or {}
-    gated = any(g.get("name") == names.SCHEDULING_GATE for g in spec.get("schedulingGates") or [])
     return {
-        "gated": gated,
+        "gated": pod_gated(pod),
         "scheduled": bool(spec.get("nodeName")),
         "ready": _condition(pod, "Ready"),
         "deleting": bool(pod["metadata"].get("deletionTimestamp")),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch, Resource
+from activities.kubeapi import JSON, PODCLIQUES, PODS, Kube, ListWatch, Resource, pod_gated
 from grove import names
 
 
@@ -55,7 +55,7 @@ class PodState:
         return PodState(
             name=meta.get("name", ""), uid=meta.get("uid", ""), labels=dict(meta.get("labels") or {}),
             owner_kind=kind, owner_uid=uid, node=spec.get("nodeName") or "",
-            gated=any(g.get("name") == names.SCHEDULING_GATE for g in spec.get("schedulingGates") or []),
+            gated=pod_gated(obj),
             scheduled=bool(spec.get("nodeName")) or _condition(obj, "PodScheduled"),
             ready=_condition(obj, "Ready"), deleting=bool(meta.get("deletionTimestamp")),
         )
