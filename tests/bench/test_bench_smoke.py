@@ -156,6 +156,8 @@ async def test_b4_idle_cost_splits_fixed_and_per_replica(stack: LocalStack) -> N
 async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     results = _envelope_ok(await run_scenario("b5", {"replicas": 3, "per_pcs": 3}, stack=stack), "b5")
     _positive_summary(results["progressed_after_kill_s"], 3)
+    _positive_summary(results["progressed_after_pod_notready_s"], 3)  # each replica from its own pod's NotReady
+    assert results["progressed_after_pod_notready_s"]["max"] <= results["all_progressed_after_kill_s"]
     assert abs(results["all_progressed_after_kill_s"] - results["progressed_after_kill_s"]["max"]) < 0.01
     assert results["worker_ready_after_kill_s"] and results["watcher_lease_taken_after_kill_s"]
     phases = results["recovery_phases"]  # read from the three replicas' histories
