@@ -32,6 +32,7 @@ from bench.profile import Profiler
 from bench.sampling import wait_quiet
 from bench.stats import summary
 from bench.workload import fail_readiness
+from grove import names
 from localstack.workerproc import WorkerProcess
 
 
@@ -139,7 +140,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
 
 
 def _after_own_pod(progressed_at: dict[str, float], not_ready_at: dict[str, float]) -> list[float]:
-    """Per replica, seconds from its pod seen NotReady to its PodClique's readyReplicas at 0 (the fleet's pods are
-    the PodClique's name with "-0"); replicas where either was not seen are left out."""
-    return [done - not_ready_at[f"{pclq}-0"] for pclq, done in progressed_at.items()
-            if done and not_ready_at.get(f"{pclq}-0")]
+    """Per replica, seconds from its pod seen NotReady to its PodClique's readyReplicas at 0 (each replica of the
+    fleet has one pod, index 0 of its PodClique); replicas where either was not seen are left out."""
+    pods = {pclq: names.pod_name(pclq, 0) for pclq in progressed_at}
+    return [done - not_ready_at[pods[pclq]] for pclq, done in progressed_at.items()
+            if done and not_ready_at.get(pods[pclq])]
