@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from temporalio.api.enums.v1 import TimeoutType
@@ -72,8 +73,13 @@ def occupancy(spans: list[tuple[float, float]]) -> dict[str, Any]:
             "from_s": round(first, 2), "to_s": round(last, 2)}
 
 
-async def read(client: Client, namespace: str, after: float, concurrency: int = 16) -> dict[str, Any]:
-    """The phases of every replica workflow of `namespace` (ids `pcs/<namespace>/...`), summarised."""
+async def read(client: Client, namespace: str, after: float, concurrency: int = 16,
+               settle: float = 15.0) -> dict[str, Any]:
+    """The phases of every replica workflow of `namespace` (ids `pcs/<namespace>/...`), summarised.
+
+    A replica shows its progress in kube-apiserver from a local activity, before the workflow task that ran it has
+    completed; a history read at that moment has no completed task yet. Each history is read again (every 0.2 s, for
+    at most `settle` seconds) until it has one."""
     ids: list[tuple[str, str]] = []
     async for listed in client.list_workflows(f"WorkflowType='{REPLICA_WORKFLOW}' AND ExecutionStatus='Running'"):
         if listed.id.startswith(f"pcs/{namespace}/"):
@@ -82,13 +88,22 @@ async def read(client: Client, namespace: str, after: float, concurrency: int = 
     steps: list[dict[str, float]] = []
     spans: list[tuple[float, float]] = []
 
+    deadline = time.monotonic() + settle
+
     async def one(workflow_id: str, run_id: str) -> None:
-        async with gate:
-            with contextlib.suppress(RPCError):
-                history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-                events = list(history.events)
-                steps.append(first_steps(events, after))
-                spans.extend(task_spans(events, after))
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        while True:
+            async with gate:
+                with contextlib.suppress(RPCError):
+                    events = list((await handle.fetch_history()).events)
+                    found = first_steps(events, after)
+                    if "task_completed" in found or time.monotonic() >= deadline:
+                        steps.append(found)
+                        spans.extend(task_spans(events, after))
+                        return
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0.2)
 
     await asyncio.gather(*(one(w, r) for w, r in ids))
     replay_wait = [s["task_started"] - s["sticky_timed_out"] for s in steps

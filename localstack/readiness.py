@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import ssl
 import threading
@@ -19,13 +20,44 @@ _handed_out: set[int] = set()
 _ports_lock = threading.Lock()
 
 
+# Ports are picked below the kernel's ephemeral range: a port from bind(("", 0)) comes from that range, and between
+# our check and the component's own bind any outgoing connection on the machine may be given it (CI on efe65e3: the
+# Temporal dev server's frontend port was "already in use" a moment after it was picked).
+LOW_PORT = 10000
+
+
+def ephemeral_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections (Linux's default where it cannot be read)."""
+    try:
+        low, high = (int(part) for part in path.read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A port the kernel considers free on 127.0.0.1, never handed out twice by this process."""
+    """A port free on 127.0.0.1 below the ephemeral range (where the range leaves room; from the kernel otherwise),
+    never handed out twice by this process."""
+    low, _ = ephemeral_range()
     with _ports_lock:
         for _ in range(100):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind((LOOPBACK, 0))
-                port = int(s.getsockname()[1])
+            if low - LOW_PORT >= 1000:
+                port = random.randrange(LOW_PORT, low)  # noqa: S311 - a port, not a secret
+                if port in _handed_out or not _bindable(port):
+                    continue
+            else:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((LOOPBACK, 0))
+                    port = int(s.getsockname()[1])
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port

@@ -278,11 +278,15 @@ def test_grove_temporal_run_restarts_what_dies_and_temporal_comes_back_with_its_
             pid = registry.recorded_pids().get(name)
             return pid is not None and pid != first[name] and pid_alive(pid)
 
-        assert wait_for(lambda: all(back(n) for n in ("kube-scheduler", "worker", "temporal")), timeout=120), (
+        def logged(name: str) -> bool:
+            log = err_path.read_text()
+            return f"{name} exited with code -9" in log and f"{name} restarted (restart 1)" in log
+
+        # The supervisor records the new pid when it launches a process and logs "restarted" once the launch
+        # returned (CI on 8328a25 read the log between the two), so both are waited for.
+        names = ("kube-scheduler", "worker", "temporal")
+        assert wait_for(lambda: all(back(n) and logged(n) for n in names), timeout=120), (
             registry.recorded_pids(), err_path.read_text()[-3000:])
-        log = err_path.read_text()
-        for name in ("kube-scheduler", "worker", "temporal"):
-            assert f"{name} exited with code -9" in log and f"{name} restarted (restart 1)" in log, log
         assert _reconciler_run(address) == (reconciler_run, WorkflowExecutionStatus.RUNNING), \
             "the same reconciler run, kept on disk across the restart"
         seen = set(registry.recorded_pids().values())
