@@ -146,7 +146,7 @@ class WorkerSettings(BaseModel):
     # decides on (a pod losing readiness or a gate, deleted, a base pod bound, a spec change) is sent at once and
     # takes any held ones along.
     nudge_status_window: timedelta = Field(
-        default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", 250)))
+        default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", 1000)))
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
