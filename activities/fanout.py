@@ -9,9 +9,10 @@ urllib3 pool for that). The calling thread runs the first call itself: an activi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -40,3 +41,13 @@ def fan_out(calls: Sequence[Callable[[], T]]) -> list[T]:
     if failure is not None:
         raise failure
     return results
+
+
+async def gather_all(awaitables: Iterable[Awaitable[Any]]) -> None:
+    """`fan_out`'s contract for coroutines: every one finishes before this returns, and the first failure in their
+    order is raised then. Plain `asyncio.gather` raises at the first failure and leaves the others running past the
+    activity that started them (the reconciler's judging, starting workflows and waking surplus ones)."""
+    outcomes = await asyncio.gather(*awaitables, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome

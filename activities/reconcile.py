@@ -19,7 +19,7 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import events
-from activities.fanout import fan_out
+from activities.fanout import fan_out, gather_all
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, Kube, condition_of
 from activities.observe import parsed_pcs
 from activities.scaling import sync_day2
@@ -125,10 +125,9 @@ class ReconcileActivities:
             for index in range(wanted_replicas(obj) or 0):
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
                 jobs.append(ensure(ref))
-            await asyncio.gather(*jobs)
+            await gather_all(jobs)
 
-        await asyncio.gather(*(sync_one(obj) for obj in items
-                               if not obj["metadata"].get("deletionTimestamp")))
+        await gather_all(sync_one(obj) for obj in items if not obj["metadata"].get("deletionTimestamp"))
         if request.only is not None:
             # Changed PodCliqueSets: wake their surplus workflows now, not at the next full pass. Counting from the
             # watch event's old and new spec is not enough: a scale-in held while the spec was invalid is due when
@@ -143,7 +142,7 @@ class ReconcileActivities:
                 async with querying:
                     await self._nudge_surplus(replica_query(namespace=namespace, pcs=name), {(namespace, name): wanted})
 
-            await asyncio.gather(*(nudge_surplus(namespace, name) for namespace, name in request.only))
+            await gather_all(nudge_surplus(namespace, name) for namespace, name in request.only)
         return PcsBatchResult(
             continue_token=token,
             seen=tuple((o["metadata"]["namespace"], o["metadata"]["name"]) for o in items),

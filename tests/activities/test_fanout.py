@@ -3,12 +3,13 @@ every call has finished — what the sequential loops it replaced would have ret
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
 
-from activities.fanout import fan_out
+from activities.fanout import fan_out, gather_all
 
 
 def test_results_come_back_in_call_order_and_calls_overlap() -> None:
@@ -41,3 +42,24 @@ def test_the_first_failure_in_call_order_is_raised_after_all_finished() -> None:
     with pytest.raises(ValueError, match="second"):
         fan_out([lambda: ok(0), lambda: fail("second"), lambda: ok(2), lambda: fail("fourth")])
     assert sorted(finished) == [0, 2]
+
+
+async def test_gather_all_lets_every_coroutine_finish_before_the_first_failure_is_raised() -> None:
+    finished: list[str] = []
+
+    async def fails_first() -> None:
+        raise ValueError("first")
+
+    async def fails_later() -> None:
+        await asyncio.sleep(0.02)
+        raise KeyError("later")
+
+    async def slow() -> None:
+        await asyncio.sleep(0.05)
+        finished.append("slow")  # plain gather would have returned (raised) before this
+
+    with pytest.raises(ValueError, match="first"):
+        await gather_all([slow(), fails_first(), fails_later()])
+    assert finished == ["slow"]
+    await gather_all(iter([slow()]))  # any iterable; nothing raised when nothing fails
+    assert finished == ["slow", "slow"]
