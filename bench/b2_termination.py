@@ -24,7 +24,8 @@ from temporalio.client import WorkflowHandle
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.stats import summary
-from bench.workload import create, fail_readiness, live_pods, pcs_uid, small_shape, wait_settled
+from bench.workload import SMALL_CLIQUE, create, fail_readiness, live_pods, pcs_uid, small_shape, wait_settled
+from grove import names
 from workflows.contract import STATUS_QUERY, replica_workflow_id
 from workflows.messages import ReplicaStatus, TerminationRecord
 
@@ -49,7 +50,7 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, spacing: floa
         broke: dict[int, float] = {}
         for index in range(replicas):
             broke[index] = time.time()
-            fail_readiness(cluster.kube, namespace, f"{PCS}-{index}-app-0")
+            fail_readiness(cluster.kube, namespace, names.pod_name(names.pclq_name(PCS, index, SMALL_CLIQUE), 0))
             await asyncio.sleep(spacing)
         await asyncio.to_thread(
             observer.wait, lambda: all(t.first(lambda s: s["deleting"]) for t in originals.values()),
@@ -60,7 +61,7 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, spacing: floa
         handle = cluster.client.get_workflow_handle(replica_workflow_id(namespace, PCS, uid, index))
         record = await _first_termination(handle, timeout)
         deadline = record.deadline.timestamp()
-        pclq = originals[f"{PCS}-{index}-app"]
+        pclq = originals[names.pclq_name(PCS, index, SMALL_CLIQUE)]
         deleted_seen = pclq.first(lambda s: s["deleting"])
         assert deleted_seen is not None
         late_observed.append(deleted_seen - deadline)
@@ -68,7 +69,7 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, spacing: floa
         server = next(s["deletion_timestamp"] for _, s in pclq.history if s["deletion_timestamp"])
         if _parse(server) < int(deadline):
             early_server += 1
-        pod = pods[f"{PCS}-{index}-app-0"]
+        pod = pods[names.pod_name(names.pclq_name(PCS, index, SMALL_CLIQUE), 0)]
         not_ready = pod.first(lambda s: not s["ready"], after=broke[index])
         if record.breach_start is not None and not_ready is not None:
             noticed.append(record.breach_start.timestamp() - not_ready)

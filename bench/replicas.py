@@ -12,7 +12,8 @@ from activities.kubeapi import JSON
 from bench import rollout
 from bench.cluster import BenchCluster
 from bench.observer import Observer
-from bench.workload import create, live_pods, pcs_uid, small_shape, wait_settled
+from bench.workload import SMALL_CLIQUE, create, live_pods, pcs_uid, small_shape, wait_settled
+from grove import names
 from workflows.contract import replica_workflow_id
 
 SHAPES = (1, 17)  # pods per replica: small_shape, or rollout.shape (4 frontend, 5 decode, 2 x (1 leader, 3 workers))
@@ -32,8 +33,9 @@ class Fleet:
         return sum(self.counts.values())
 
     def pods(self) -> list[tuple[str, int, str]]:
-        """(pcs, replica index, pod name) of every replica's one pod."""
-        return [(pcs, i, f"{pcs}-{i}-app-0") for pcs, n in self.counts.items() for i in range(n)]
+        """(pcs, replica index, pod name) of every replica's one pod (the one-pod shape's clique, SMALL_CLIQUE)."""
+        return [(pcs, i, names.pod_name(names.pclq_name(pcs, i, SMALL_CLIQUE), 0))
+                for pcs, n in self.counts.items() for i in range(n)]
 
 
 def plan(namespace: str, replicas: int, per_pcs: int, pods_per_replica: int = 1,

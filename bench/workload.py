@@ -46,9 +46,12 @@ def release_shape(name: str, namespace: str) -> JSON:
                                          "cliqueNames": ["leader", "worker"]}])
 
 
+SMALL_CLIQUE = "app"  # the one clique of small_shape
+
+
 def small_shape(name: str, namespace: str, replicas: int, termination_delay: str | None = None) -> JSON:
     """B2-B5: one clique of one pod per replica."""
-    return pcs_manifest(name, namespace, replicas=replicas, cliques=[clique("app", 1)],
+    return pcs_manifest(name, namespace, replicas=replicas, cliques=[clique(SMALL_CLIQUE, 1)],
                         termination_delay=termination_delay)
 
 
