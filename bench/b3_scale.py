@@ -9,7 +9,9 @@ Kubernetes requests by verb (worker /metrics), Temporal history events of every 
 
 The floor (issue 17) runs first, on a stack of its own: bench/direct.py creates the same PodCliqueSets and every
 replica's objects from the product's own plan and manifests on 8 threads, and bench/floor.py (its own process, one
-pod watch) removes each gate. Every floor and the product run on fresh stacks of their own (`--floors` picks the
+pod watch) removes each gate; it records when every gate is gone and when every pod is Ready (kube-scheduler
+and KWOK with no product beside them: `all_ready_vs_floor` sets the product's all Ready against it). Every floor and
+the product run on fresh stacks of their own (`--floors` picks the
 floors; all three by default), and each phase prints its figures as a JSON line when it ends.
 
 A second floor follows it (bench/temporal_floor.py): the same work, each replica's creates run as the one activity
@@ -111,6 +113,8 @@ def _beside_floors(result: dict[str, Any], measured: dict[str, dict[str, Any]]) 
         if kind in measured:
             result[key] = measured[kind]
             result[f"all_released_vs_{key}"] = ratio(result.get("all_released_s"), measured[kind]["all_released_s"])
+            if kind == "direct":
+                result["all_ready_vs_floor"] = ratio(result.get("all_ready_s"), measured[kind]["all_ready_s"])
             if kind != "direct" and "direct" in measured:
                 measured[kind]["all_released_vs_floor"] = ratio(measured[kind]["all_released_s"],
                                                                 measured["direct"]["all_released_s"])
@@ -170,10 +174,14 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
         t_created = time.time()
         t_released = observer.wait(replicas.all_released(observer, fleet.namespace, pods_total), timeout,
                                    f"floor: {pods_total} pods released", 0.25)
+        # When the same pods are Ready with no product running: kube-scheduler's and KWOK's share, which the
+        # product's all_ready_s also carries.
+        t_ready = observer.wait(replicas.all_ready(observer, fleet.namespace, pods_total), timeout,
+                                f"floor: {pods_total} pods Ready", 0.25)
     # the stack's CPU for the same objects and gates: what the product's stack CPU compares with (no Temporal here)
     stack_cpu = {k: v for k, v in cluster.stack_cpu_since(component_cpu).items() if k != "temporal"}
     return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
-            "all_released_s": round(t_released - t0, 2),
+            "all_released_s": round(t_released - t0, 2), "all_ready_s": round(t_ready - t0, 2),
             "kube_requests_per_replica": round((requests + pods_total) / size, 2),  # + one gate patch per pod
             "stack_cpu_s": stack_cpu, "cpu_ms_per_replica": _per_replica(stack_cpu, size)}
 

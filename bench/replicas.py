@@ -66,15 +66,18 @@ def all_released(observer: Observer, namespace: str, pods_total: int) -> Callabl
     return released
 
 
+def all_ready(observer: Observer, namespace: str, pods_total: int) -> Callable[[], bool]:
+    """A predicate for `observer.wait`: `pods_total` live pods in `namespace`, every one Ready."""
+    def ready() -> bool:
+        pods = live_pods(observer, namespace)
+        return len(pods) >= pods_total and all(p.state["ready"] for p in pods)
+    return ready
+
+
 async def settle(observer: Observer, fleet: Fleet, timeout: float) -> tuple[float, float, float]:
     """Wait until every pod is released, every pod Ready, every PodClique mirrored Ready; returns those moments."""
     ns, n = fleet.namespace, fleet.replicas * fleet.pods_per_replica
-    released = all_released(observer, ns, n)
-
-    def ready() -> bool:
-        pods = live_pods(observer, ns)
-        return len(pods) >= n and all(p.state["ready"] for p in pods)
-
+    released, ready = all_released(observer, ns, n), all_ready(observer, ns, n)
     t_released = await asyncio.to_thread(observer.wait, released, timeout, f"{n} pods released", 0.25)
     t_ready = await asyncio.to_thread(observer.wait, ready, timeout, f"{n} pods Ready", 0.25)
     pclqs = fleet.replicas * PCLQS_PER_REPLICA[fleet.pods_per_replica]

@@ -84,6 +84,7 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert size["history_events_per_replica"]["n"] == size["replicas"]
         floor = size["floor"]  # the direct client on the same stack, just before
         assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
+        assert floor["all_released_s"] <= floor["all_ready_s"] and size["all_ready_vs_floor"] > 0
         assert floor["kube_requests_per_replica"] >= 6  # Service, PodClique, PodGang, pod, refs, gate (+ PCS)
         # a few replicas' requests may cost kube-apiserver less than one 10 ms tick: summed over the runs, below
         assert floor["stack_cpu_s"]["kube-apiserver"] >= 0 and "temporal" not in floor["stack_cpu_s"]
