@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube
@@ -39,6 +40,20 @@ def _pcs(name: str) -> dict[str, object]:
                                     "podSpec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}
     return {"apiVersion": names.GROVE_API_VERSION, "kind": names.KIND_PODCLIQUESET, "metadata": {"name": name},
             "spec": {"replicas": 0, "template": {"cliques": [clique]}}}
+
+
+async def _query(handle: WorkflowHandle[Any, Any], query: Any, timeout: float = 15.0) -> Any:
+    """The test's own read of a workflow, retried while the Temporal dev server answers Unavailable: under a full
+    test run its SQLite store has failed reads for seconds ("GetCurrentExecution operation failed. Error:
+    interrupted", CI on e015533), which the client's own retries outlasted only at times."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await handle.query(query)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.UNAVAILABLE or time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.5)
 
 
 async def _until(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
@@ -99,7 +114,7 @@ async def test_a_nudge_that_fails_while_temporal_is_down_arrives_once_it_is_back
                 deadline = time.monotonic() + 30
                 nudges = 0
                 while nudges == 0 and time.monotonic() < deadline:
-                    nudges = await handle.query(NudgeCountWorkflow.nudges)
+                    nudges = await _query(handle, NudgeCountWorkflow.nudges)
                     await asyncio.sleep(0.5)
                 assert nudges == 1, "the nudge was dropped: the workflow never heard of the change"
                 assert nudger.failing_since is None, "a send that worked clears the record"
@@ -130,7 +145,7 @@ async def test_nudges_carry_the_resource_versions_of_their_events_through_tempor
             while len(received) < count:
                 assert time.monotonic() < deadline, f"nudges received: {received}"
                 await asyncio.sleep(0.1)
-                received[:] = await handle.query(NudgeVersionsWorkflow.received)
+                received[:] = await _query(handle, NudgeVersionsWorkflow.received)
 
         try:
             nudger.request(handle.id, {"Pod": 10})
@@ -223,12 +238,12 @@ async def test_a_nudge_sent_into_a_held_connection_fails_at_its_deadline_and_arr
         nudger.request(handle.id, {"Pod": 7})
         await _until(lambda: nudger.failing_since is not None, "the held nudge to fail at its deadline")
         assert time.monotonic() - held < 6
-        assert await handle.query(NudgeVersionsWorkflow.received) == []
+        assert await _query(handle, NudgeVersionsWorkflow.received) == []
         proxy.flowing.set()
         received: list[dict[str, int] | None] = []
 
         async def arrived() -> bool:
-            received[:] = await handle.query(NudgeVersionsWorkflow.received)
+            received[:] = await _query(handle, NudgeVersionsWorkflow.received)
             return bool(received)
 
         deadline = time.monotonic() + 20
@@ -258,7 +273,7 @@ async def test_a_pcs_change_whose_reconciler_signal_fails_is_kept_and_sent_once_
         watcher._pending_pcs.add((namespace, "a"))
         watcher._reconciler_wake.set()
         await asyncio.sleep(3)  # the first send fails at its 1 s deadline; the retry waits too
-        assert await handle.query(PcsChangedWorkflow.received) == []
+        assert await _query(handle, PcsChangedWorkflow.received) == []
         watcher._pending_pcs.add((namespace, "b"))  # a later change joins the kept batch
         proxy.flowing.set()
         received: list[list[str]] = []
@@ -266,7 +281,7 @@ async def test_a_pcs_change_whose_reconciler_signal_fails_is_kept_and_sent_once_
         while {tuple(k) for k in received} != {(namespace, "a"), (namespace, "b")}:
             assert time.monotonic() < deadline, f"the kept batch never arrived: {received}"
             await asyncio.sleep(0.2)
-            received = await handle.query(PcsChangedWorkflow.received)
+            received = await _query(handle, PcsChangedWorkflow.received)
 
 
 def test_a_standby_remembers_what_changed_and_nudges_it_when_it_takes_over() -> None:
