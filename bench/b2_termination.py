@@ -24,7 +24,16 @@ from temporalio.client import WorkflowHandle
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.stats import summary
-from bench.workload import SMALL_CLIQUE, create, fail_readiness, live_pods, pcs_uid, small_shape, wait_settled
+from bench.workload import (
+    SMALL_CLIQUE,
+    create,
+    fail_readiness,
+    live_pods,
+    pcs_uid,
+    small_pod,
+    small_shape,
+    wait_settled,
+)
 from grove import names
 from workflows.contract import STATUS_QUERY, replica_workflow_id
 from workflows.messages import ReplicaStatus, TerminationRecord
@@ -50,7 +59,7 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, spacing: floa
         broke: dict[int, float] = {}
         for index in range(replicas):
             broke[index] = time.time()
-            fail_readiness(cluster.kube, namespace, names.pod_name(names.pclq_name(PCS, index, SMALL_CLIQUE), 0))
+            fail_readiness(cluster.kube, namespace, small_pod(PCS, index))
             await asyncio.sleep(spacing)
         await asyncio.to_thread(
             observer.wait, lambda: all(t.first(lambda s: s["deleting"]) for t in originals.values()),
@@ -69,7 +78,7 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, spacing: floa
         server = next(s["deletion_timestamp"] for _, s in pclq.history if s["deletion_timestamp"])
         if _parse(server) < int(deadline):
             early_server += 1
-        pod = pods[names.pod_name(names.pclq_name(PCS, index, SMALL_CLIQUE), 0)]
+        pod = pods[small_pod(PCS, index)]
         not_ready = pod.first(lambda s: not s["ready"], after=broke[index])
         if record.breach_start is not None and not_ready is not None:
             noticed.append(record.breach_start.timestamp() - not_ready)

@@ -12,8 +12,7 @@ from activities.kubeapi import JSON
 from bench import rollout
 from bench.cluster import BenchCluster
 from bench.observer import Observer
-from bench.workload import SMALL_CLIQUE, create, live_pods, pcs_uid, small_shape, wait_settled
-from grove import names
+from bench.workload import create, live_pods, pcs_uid, small_pod, small_shape, wait_settled
 from workflows.contract import replica_workflow_id
 
 SHAPES = (1, 17)  # pods per replica: small_shape, or rollout.shape (4 frontend, 5 decode, 2 x (1 leader, 3 workers))
@@ -34,7 +33,7 @@ class Fleet:
 
     def pods(self) -> list[tuple[str, int, str]]:
         """(pcs, replica index, pod name) of every replica's one pod (the one-pod shape's clique, SMALL_CLIQUE)."""
-        return [(pcs, i, names.pod_name(names.pclq_name(pcs, i, SMALL_CLIQUE), 0))
+        return [(pcs, i, small_pod(pcs, i))
                 for pcs, n in self.counts.items() for i in range(n)]
 
 

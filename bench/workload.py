@@ -49,6 +49,11 @@ def release_shape(name: str, namespace: str) -> JSON:
 SMALL_CLIQUE = "app"  # the one clique of small_shape
 
 
+def small_pod(pcs: str, replica: int) -> str:
+    """The one pod of a small_shape replica."""
+    return names.pod_name(names.pclq_name(pcs, replica, SMALL_CLIQUE), 0)
+
+
 def small_shape(name: str, namespace: str, replicas: int, termination_delay: str | None = None) -> JSON:
     """B2-B5: one clique of one pod per replica."""
     return pcs_manifest(name, namespace, replicas=replicas, cliques=[clique(SMALL_CLIQUE, 1)],
