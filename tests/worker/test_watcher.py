@@ -472,6 +472,28 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
     bound = _pod("q-0-a-0", 21, node="n1")
     bound["metadata"]["labels"][names.LABEL_PART_OF] = "q"
     assert event(bound) is True, "the base gang bound with no scaled gang to release: only status"
+    ready = _pod("q-0-a-0", 22, node="n1", phase="Running", ready=True)
+    ready["metadata"]["labels"][names.LABEL_PART_OF] = "q"
+    assert event(ready) is False, "the Ready that leaves every released pod of the replica Ready: Available waits on it"
+
+    # A base PodClique with a pod past its minAvailable: that pod keeps its gate until the base gang is scheduled,
+    # so the binding that completes the base gang is the one that leaves every *released* base pod bound.
+    surplus = {**pcs, "metadata": {**pcs["metadata"], "name": "r", "uid": "r-uid"}}
+    watcher.pcs_feed.known[("ns", "r")] = ((), surplus)
+
+    def of_r(pod: dict[str, Any]) -> dict[str, Any]:
+        pod["metadata"]["labels"][names.LABEL_PART_OF] = "r"
+        return pod
+
+    for name in ("r-0-a-0", "r-0-a-1"):
+        watcher._on_event(feed, "ADDED", of_r(_pod(name, 30, clique="r-0-a")))
+    watcher._on_event(feed, "ADDED", of_r(_pod("r-0-a-2", 30, clique="r-0-a", gated=True)))
+    assert event(of_r(_pod("r-0-a-0", 31, node="n1", clique="r-0-a"))) is True, "one released base pod bound of two"
+    assert event(of_r(_pod("r-0-a-1", 32, node="n2", clique="r-0-a"))) is False, \
+        "the binding that leaves every released base pod bound while a surplus base pod waits on it"
+    watcher._on_event(feed, "MODIFIED", of_r(_pod("r-0-a-2", 33, clique="r-0-a")))  # released: an own step
+    assert event(of_r(_pod("r-0-a-2", 34, node="n3", clique="r-0-a"))) is True, \
+        "the surplus pod bound with nothing left gated: only status"
 
 
 class _RecordingClient:
@@ -513,3 +535,24 @@ async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_tak
     with contextlib.suppress(asyncio.CancelledError):
         await running
     assert nudger._pending == {"c": {"Pod": 9}}, "a term that ends keeps its held nudges for the next"
+
+
+async def test_each_replica_s_status_only_nudge_waits_its_own_window() -> None:
+    """The window runs from a replica's first held change: another replica's window ending does not cut it short."""
+    client = _RecordingClient()
+    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=0.4)  # type: ignore[arg-type]
+    running = asyncio.create_task(nudger.run())
+    began = time.monotonic()
+    nudger.request("a", {"Pod": 1}, status_only=True)
+    await asyncio.sleep(0.25)
+    nudger.request("b", {"Pod": 2}, status_only=True)
+    nudger.request("a", {"Pod": 3}, status_only=True)  # merged into a's: its window still ends at 0.4
+    await asyncio.sleep(0.3)
+    assert [(wid, versions) for _, wid, versions in client.sent] == [("a", {"Pod": 3})], \
+        "a's went when its window ended, b's window (from 0.25 s) has not"
+    await asyncio.sleep(0.2)
+    assert [wid for _, wid, _ in client.sent] == ["a", "b"]
+    assert 0.4 <= client.sent[0][0] - began < 0.5 and client.sent[1][0] - began >= 0.65
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
