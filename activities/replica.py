@@ -256,17 +256,30 @@ class ReplicaActivities:
     @activity.defn(name=RELEASE_GATES)
     @translating_errors("release gates")
     def release_gates(self, request: ReleaseRequest) -> ReleaseResult:
+        """Remove our gate from `pods` (scaled: only if the base gang is still scheduled on a read made now), then
+        from `base`. Scaled pods go first: the watcher takes the binding that leaves every released base pod bound
+        while a pod is gated for a change the workflow decides on (worker/watcher.py), and the base gang's surplus
+        pods, released here with the scaled gangs, bind after every gate of this call is gone."""
         held = self._base_lagging(request)
+        message = ""
+        released: list[str] = []
+        skipped: list[str] = []
         if held:
             message = (f"Kept {names.SCHEDULING_GATE} on {len(request.pods)} pod(s) of scaled PodGang(s) "
                        f"{', '.join(request.gangs) or '-'}: the base gang is not {request.release_after.lower()} on "
                        f"a fresh read ({', '.join(held)}), though the decision's snapshot said so")
             log.info("%s: %s", request.ref, message)
             events.record(self.kube, request.ref, "ScaledReleaseHeld", message)
-            return ReleaseResult(skipped=tuple(sorted(request.pods)), held=message)
-        released, skipped = self._remove_gates(request.ref, request.pods, request.gang_kind, request.gangs)
-        return ReleaseResult(released=tuple(released), skipped=tuple(skipped),
-                             released_uids={pod: request.pods[pod] for pod in released})
+            skipped = sorted(request.pods)
+        elif request.pods:
+            released, skipped = self._remove_gates(request.ref, request.pods, request.gang_kind, request.gangs)
+        if request.base:
+            base_released, base_skipped = self._remove_gates(request.ref, request.base, "base",
+                                                             (request.base_gang,) if request.base_gang else ())
+            released, skipped = released + base_released, skipped + base_skipped
+        pods = {**request.pods, **request.base}
+        return ReleaseResult(released=tuple(released), skipped=tuple(skipped), held=message,
+                             released_uids={pod: pods[pod] for pod in released})
 
     def _remove_gates(self, ref: ReplicaRef, pods: dict[str, str], gang_kind: str,
                       gangs: tuple[str, ...]) -> tuple[list[str], list[str]]:

@@ -156,6 +156,10 @@ class ReleaseRequest(Message):
         default_factory=dict, description="scaled: base PodClique -> pods it must have scheduled (or Ready, per "
         "release_after) on a read made now, or nothing is released (the decision's snapshot may be stale)")
     release_after: str = "Scheduled"
+    base: dict[str, str] = Field(
+        default_factory=dict, description="base gang pods (name -> UID) released in the same activity after `pods`, "
+        "whatever `base_requires` finds: a base pod never waits on its own gang")
+    base_gang: str = Field(default="", description="the base PodGang of `base`, for the event")
 
 
 class StartupRequest(Message):

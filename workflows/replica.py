@@ -97,6 +97,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_6_PATCH,
         REPLICA_BASELINE_7_PATCH,
         REPLICA_BASELINE_8_PATCH,
+        REPLICA_BASELINE_9_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -177,6 +178,11 @@ ENSURE_TOPOLOGY_PATCH = "topology-from-ensure"
 # record it (a 17-pod replica spent a quarter of its history on those, issue 17). Decided when a run starts; in a run
 # begun under REPLICA_BASELINE_8 it records no marker of its own.
 LOCAL_RELEASES_PATCH = "local-releases"
+# Where a round releases base pods and scaled gangs together (the base gang's pods past minAvailable wait for it to be
+# scheduled, like the scaled gangs), one release_gates does both, the scaled gangs first: one marker instead of two,
+# and the surplus pods bind once no gate of the replica is left, so their bindings wake no round (issue 17: a 17-pod
+# replica of four frontends and five decoders spent a round of six events on them).
+ONE_RELEASE_PATCH = "one-release-per-round"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -194,7 +200,8 @@ REPLICA_BASELINE_6 = REPLICA_BASELINE_5 | {READ_TIME_FLOOR_PATCH}
 # the first); worker/history_activities.patches_in reads histories by the same table.
 REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
 REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH, ENSURE_TOPOLOGY_PATCH}
-REPLICA_BASELINES = ((REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
+REPLICA_BASELINE_9 = REPLICA_BASELINE_8 | {ONE_RELEASE_PATCH}
+REPLICA_BASELINES = ((REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
                      (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
@@ -527,17 +534,29 @@ class ReplicaWorkflow:
         if self.state.paused or self._held or not decision.pods:  # held (invalid spec): change nothing, gates included
             return
         uids = {name: uid for state in snapshot.cliques.values() for name, uid in state.releasable.items()}
+        if decision.base and decision.scaled and self._patched(ONE_RELEASE_PATCH):
+            await self._release(self._scaled_pods(decision), uids, "scaled", tuple(sorted(decision.scaled)),
+                                self._scaled_requires(topology), base=(decision.base, decision.base_gang))
+            self.state.base_released_at = self.state.base_released_at or workflow.now()
+            self.state.scaled_released_at = self.state.scaled_released_at or workflow.now()
+            return
         if decision.base:
             await self._release(decision.base, uids, "base", (decision.base_gang,))
             self.state.base_released_at = self.state.base_released_at or workflow.now()
         if decision.scaled:
-            pods = tuple(pod for gang_pods in decision.scaled.values() for pod in gang_pods)
-            # The snapshot can be seconds old (a lost node's base pods are force-deleted by the pod GC meanwhile):
-            # the activity checks the base gang again on a read of its own before it removes a scaled gate.
-            requires = ({unit.name: unit.min_available for unit in base_members(topology)}
-                        if self._patched(SCALED_RELEASE_RECHECK_PATCH) else {})
-            await self._release(pods, uids, "scaled", tuple(sorted(decision.scaled)), requires)
+            await self._release(self._scaled_pods(decision), uids, "scaled", tuple(sorted(decision.scaled)),
+                                self._scaled_requires(topology))
             self.state.scaled_released_at = self.state.scaled_released_at or workflow.now()
+
+    @staticmethod
+    def _scaled_pods(decision: GateDecision) -> tuple[str, ...]:
+        return tuple(pod for gang_pods in decision.scaled.values() for pod in gang_pods)
+
+    def _scaled_requires(self, topology: ReplicaTopology) -> dict[str, int]:
+        """The snapshot can be seconds old (a lost node's base pods are force-deleted by the pod GC meanwhile): the
+        activity checks the base gang again on a read of its own before it removes a scaled gate."""
+        return ({unit.name: unit.min_available for unit in base_members(topology)}
+                if self._patched(SCALED_RELEASE_RECHECK_PATCH) else {})
 
     async def _start_in_order(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
         """Startup order: pods whose parent cliques have every pod Ready are marked started. Added after v0.1.0 and
@@ -556,11 +575,17 @@ class ReplicaWorkflow:
                              f"start {len(request.pods)} pods in order: {', '.join(sorted(decision.release))}")
 
     async def _release(self, pods: tuple[str, ...], uids: dict[str, str], kind: str, gangs: tuple[str, ...],
-                       base_requires: dict[str, int] | None = None) -> None:
+                       base_requires: dict[str, int] | None = None,
+                       base: tuple[tuple[str, ...], str] = ((), "")) -> None:
+        """One release_gates activity; `base`: the base gang's pods and name, released by it after `pods`."""
+        base_pods, base_gang = base
         request = ReleaseRequest(ref=self.ref, pods={p: uids[p] for p in pods}, gang_kind=kind, gangs=gangs,
-                                 base_requires=base_requires or {}, release_after=self.state.release_after)
-        await self._activity(RELEASE_GATES, request, ReleaseResult,
-                             f"release {len(pods)} {kind} pods of {', '.join(gangs)}")
+                                 base_requires=base_requires or {}, release_after=self.state.release_after,
+                                 base={p: uids[p] for p in base_pods}, base_gang=base_gang)
+        summary = f"release {len(pods)} {kind} pods of {', '.join(gangs)}"
+        if base_pods:
+            summary += f", then {len(base_pods)} base pods of {base_gang}"
+        await self._activity(RELEASE_GATES, request, ReleaseResult, summary)
 
     async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
                       evaluation: ReplicaEvaluation) -> None:

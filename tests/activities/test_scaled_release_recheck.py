@@ -64,3 +64,52 @@ def test_a_scaled_gate_stays_while_a_fresh_read_shows_the_base_gang_unscheduled(
     result = activities.release_gates(request)
     assert result.released == ("rc-0-g-1-w-0",) and not result.held
     assert not pod_gated(client.get(PODS, namespace, "rc-0-g-1-w-0") or {})
+
+
+def test_base_pods_of_the_same_release_go_after_the_scaled_ones_and_even_when_those_are_held(
+        stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
+    """One release_gates for a round's scaled gangs and base pods (the base PodClique's pods past minAvailable):
+    a base pod never waits on the recheck of its own gang, and where both go the scaled gates are removed first."""
+    from activities.replica import ReplicaActivities
+
+    client = Kube(kube)
+    manifest = _pcs(namespace)
+    manifest["spec"]["template"]["cliques"][0]["spec"]["replicas"] = 3  # rc-0-a-1 and -2: past minAvailable 1
+    model, plan, pcs_obj, owner = create_pcs(client, namespace, manifest)
+    uids: dict[str, str] = {}
+    bound: dict[str, dict[str, Any]] = {}
+    for pclq in plan.pod_cliques:
+        obj = client.create(PODCLIQUES, namespace, manifests.podclique_manifest(model, plan, pclq.name, owner=owner))
+        pod_owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, pclq.name,
+                                              obj["metadata"]["uid"])
+        for index, pod in enumerate(pclq.pod_names):
+            body = manifests.pod_manifest(model, plan, pclq.name, index, owner=pod_owner)
+            if pod in ("rc-0-a-0", "rc-0-g-0-w-0"):  # the base gang's minimum, scheduled
+                body["spec"].pop("schedulingGates", None)
+                body["spec"]["nodeName"] = "kwok-node-0"
+                bound[pod] = body
+                if pod == "rc-0-a-0":
+                    continue  # taken by the pod GC: missing at first
+            uids[pod] = client.create(PODS, namespace, body)["metadata"]["uid"]
+
+    activities = ReplicaActivities(client)
+    ref = ReplicaRef(namespace=namespace, pcs="rc", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
+
+    def request(base_pod: str) -> ReleaseRequest:
+        return ReleaseRequest(ref=ref, pods={"rc-0-g-1-w-0": uids["rc-0-g-1-w-0"]}, gang_kind="scaled",
+                              gangs=("rc-0-g-0",), base_requires={"rc-0-a": 1, "rc-0-g-0-w": 1},
+                              base={base_pod: uids[base_pod]}, base_gang="rc-0")
+
+    result = activities.release_gates(request("rc-0-a-1"))
+    assert result.released == ("rc-0-a-1",) and result.skipped == ("rc-0-g-1-w-0",) and result.held
+    assert result.released_uids == {"rc-0-a-1": uids["rc-0-a-1"]}
+    assert pod_gated(client.get(PODS, namespace, "rc-0-g-1-w-0") or {})
+    assert not pod_gated(client.get(PODS, namespace, "rc-0-a-1") or {})
+
+    client.create(PODS, namespace, bound["rc-0-a-0"])  # the base pod is back and bound
+    result = activities.release_gates(request("rc-0-a-2"))
+    assert result.released == ("rc-0-g-1-w-0", "rc-0-a-2") and not result.held
+    scaled, surplus = (client.get(PODS, namespace, pod) or {} for pod in ("rc-0-g-1-w-0", "rc-0-a-2"))
+    assert not pod_gated(scaled) and not pod_gated(surplus)
+    assert int(scaled["metadata"]["resourceVersion"]) < int(surplus["metadata"]["resourceVersion"]), \
+        "the scaled gate removed first"

@@ -24,6 +24,7 @@ from temporalio.client import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from grove import names
 from grove.models import PodCliqueSet
 from grove.plan import topology_for
 from grove.termination import Scope
@@ -55,7 +56,7 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_8_PATCH
+from workflows.patches import REPLICA_BASELINE_9_PATCH
 from workflows.replica import LOCAL_RELEASES_PATCH, ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
@@ -375,7 +376,7 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_8_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_9_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
             contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
@@ -511,3 +512,70 @@ async def test_a_round_goes_on_with_the_plan_materialising_read_when_the_spec_ch
         status = await _status(handle)
     assert reads[:2] == ["observe", "ensure"], reads
     assert {c.name for c in status.cliques} == {unit.name for unit in cluster.topology.cliques}
+
+
+class _SurplusAndScaledCluster(ScriptedCluster):
+    """A base PodClique with a pod past its minAvailable and a scaled gang, both gated; the base gang scheduled."""
+
+    def __init__(self) -> None:
+        super().__init__(PodCliqueSet.model_validate({
+            "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+            "metadata": {"name": "surplus", "namespace": "ns", "uid": "uid-1"},
+            "spec": {"replicas": 1, "template": {
+                "cliques": [
+                    {"name": "fe", "spec": {"roleName": "fe", "replicas": 3, "minAvailable": 2,
+                                            "podSpec": {"containers": [{"name": "c", "image": "i"}]}}},
+                    {"name": "w", "spec": {"roleName": "w", "replicas": 1, "minAvailable": 1,
+                                           "podSpec": {"containers": [{"name": "c", "image": "i"}]}}}],
+                "podCliqueScalingGroups": [{"name": "sg", "cliqueNames": ["w"], "replicas": 2, "minAvailable": 1}],
+            }},
+        }))
+        self.gated = {unit.name: names.pod_name(unit.name, 2 if unit.scaling_group is None else 0)
+                      for unit in self.topology.cliques
+                      if unit.scaling_group is None or unit.scaling_group_replica >= 1}
+        self.releases: list[ReleaseRequest] = []
+
+    def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
+        now = datetime.now(UTC)
+        cliques = {}
+        for unit in self.topology.cliques:
+            pods = 3 if unit.scaling_group is None else 1
+            with self._lock:
+                gated = unit.name in self.gated
+            cliques[unit.name] = CliqueState(
+                uid=unit.name, pods=pods, ready=pods - gated, scheduled=pods - gated, gated=int(gated),
+                releasable={self.gated[unit.name]: f"uid-{unit.name}"} if gated else {})
+        return ReplicaSnapshot(read_at=now, read_from=now, pcs_state=PcsState.PRESENT, wanted_replicas=1,
+                               topology=self.topology, cliques=cliques)
+
+    def activities(self) -> list[object]:
+        @activity.defn(name=contract.RELEASE_GATES)
+        def release(request: ReleaseRequest) -> ReleaseResult:
+            pods = {**request.pods, **request.base}
+            with self._lock:
+                self.releases.append(request)
+                self.gated = {pclq: pod for pclq, pod in self.gated.items() if pod not in pods}
+            return ReleaseResult(released=tuple(pods), released_uids=pods)
+
+        return [a for a in super().activities()
+                if getattr(a, "__temporal_activity_definition").name != contract.RELEASE_GATES] + [release]
+
+
+async def test_surplus_base_pods_and_scaled_gangs_go_in_one_release_scaled_first(client: Client) -> None:
+    """Once the base gang is scheduled, the base PodClique's pod past minAvailable and the scaled gang's pods are
+    released by one release_gates (one marker), the scaled gang named first: the activity removes those gates
+    before the surplus pod's, so the surplus pod's binding wakes no round (worker/watcher.py)."""
+    cluster = _SurplusAndScaledCluster()
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: bool(cluster.releases))
+        await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))  # the watcher's, on the bindings
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+    ((request,),) = [cluster.releases]
+    fe, scaled = (f"{cluster.topology.pcs}-0-fe", f"{cluster.topology.pcs}-0-sg-1-w")
+    assert (request.gang_kind, request.pods, request.base) == (
+        "scaled", {names.pod_name(scaled, 0): f"uid-{scaled}"}, {names.pod_name(fe, 2): f"uid-{fe}"})
+    assert request.base_requires == {f"{cluster.topology.pcs}-0-fe": 2, f"{cluster.topology.pcs}-0-sg-0-w": 1}
+    history = await handle.fetch_history()
+    releases = [e for e in history.events if (la := local_activity(e)) is not None and la.name == contract.RELEASE_GATES]
+    assert len(releases) == 1
