@@ -32,8 +32,8 @@ gate or deletion, a pod that failed, the binding that leaves every released base
 Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one
 that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) from the first such
 change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a change for
-status-only by mistake delays it by the window and nothing else. The change that leaves every released pod of a
-replica Ready goes at once, with what was held: it ends a wave, and the replica's Available waits on it.
+status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a replica
+Ready goes at once, with what was held: the replica is up, and its Available waits on it.
 """
 
 from __future__ import annotations
@@ -466,7 +466,7 @@ class Watcher:
             return
         status_only = (siblings is not None and not listed and previous is not None and kind != "DELETED"
                        and _status_only(previous[0], feed.known[key][0], siblings[key], siblings)
-                       and not _all_released_ready(siblings))
+                       and not _all_ready(siblings))
         for replica_key in self._replica_keys(obj):
             if first:
                 self._hold(replica_key.workflow_id, versions)
@@ -643,10 +643,12 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
                 and any(pod.gated for pod in siblings.values()))
 
 
-def _all_released_ready(siblings: dict[ObjectKey, _PodFacts]) -> bool:
-    """Every pod of the replica without our gate is Ready: the last change of a wave, the one its status (Available)
-    waits on. Nudged at once, with the wave's held changes, though the workflow decides nothing on it."""
-    return all(pod.ready for pod in siblings.values() if not pod.gated)
+def _all_ready(siblings: dict[ObjectKey, _PodFacts]) -> bool:
+    """Every pod of the replica is Ready (so none is gated): the last change of its coming up, the one its status
+    (Available) waits on. Nudged at once, with the held changes, though the workflow decides nothing on it. Not
+    while a pod is still gated: the base gang's last Ready often comes while its release round runs, and would wake
+    another round for nothing."""
+    return all(pod.ready for pod in siblings.values())
 
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:

@@ -474,7 +474,7 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
     assert event(bound) is True, "the base gang bound with no scaled gang to release: only status"
     ready = _pod("q-0-a-0", 22, node="n1", phase="Running", ready=True)
     ready["metadata"]["labels"][names.LABEL_PART_OF] = "q"
-    assert event(ready) is False, "the Ready that leaves every released pod of the replica Ready: Available waits on it"
+    assert event(ready) is False, "the Ready that leaves every pod of the replica Ready: Available waits on it"
 
     # A base PodClique with a pod past its minAvailable: that pod keeps its gate until the base gang is scheduled,
     # so the binding that completes the base gang is the one that leaves every *released* base pod bound.
@@ -494,6 +494,14 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
     watcher._on_event(feed, "MODIFIED", of_r(_pod("r-0-a-2", 33, clique="r-0-a")))  # released: an own step
     assert event(of_r(_pod("r-0-a-2", 34, node="n3", clique="r-0-a"))) is True, \
         "the surplus pod bound with nothing left gated: only status"
+    watcher._on_event(feed, "ADDED", of_r(_pod("r-0-b-0", 35, clique="r-0-b", scaled=True, gated=True)))
+    for rv, (name, node) in enumerate((("r-0-a-0", "n1"), ("r-0-a-1", "n2"), ("r-0-a-2", "n3")), start=36):
+        assert event(of_r(_pod(name, rv, node=node, phase="Running", ready=True, clique="r-0-a"))) is True, \
+            "Ready while a pod of the replica is not Ready, or still gated"
+    watcher._on_event(feed, "MODIFIED", of_r(_pod("r-0-b-0", 39, clique="r-0-b", scaled=True)))  # released
+    assert event(of_r(_pod("r-0-b-0", 40, node="n1", clique="r-0-b", scaled=True))) is True, "a scaled pod bound"
+    assert event(of_r(_pod("r-0-b-0", 41, node="n1", phase="Running", ready=True, clique="r-0-b",
+                           scaled=True))) is False, "the last pod of the replica Ready"
 
 
 class _RecordingClient:
