@@ -614,7 +614,7 @@ class _Materialiser:
             surplus += [(p, live[p]) for p in sorted((p for p in live if p not in wanted), key=_pod_index,
                                                      reverse=True)]
         # Pods do not depend on each other (their gangs exist by now): created concurrently, recorded in plan order.
-        created = fan_out([functools.partial(self._create_quietly, PODS, body) for body in missing])
+        created = fan_out([functools.partial(self._create_quietly, PODS, body) for body in missing], bulk=True)
         for body, obj in zip(missing, created, strict=True):
             if obj is not None:
                 self.created.append(f"Pod/{body['metadata']['name']}")

@@ -20,7 +20,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.backend import Scheduling, detect
-from activities.fanout import FANOUT_THREADS
+from activities.fanout import FANOUT_POOLS, FANOUT_THREADS
 from activities.kubeapi import Kube, KubeError, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities, drift_in_cache
@@ -258,7 +258,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                                         lambda: connect(settings.temporal, runtime=runtime), stop)
         if client is None:
             return  # stopped before Temporal was ever reached
-    kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + FANOUT_THREADS + 8))
+    kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + FANOUT_POOLS * FANOUT_THREADS + 8))
     scheduling = await detect_scheduling(kube, settings.scheduler_backend, stop)
     if scheduling is None:
         return  # stopped before Kubernetes answered

@@ -123,7 +123,7 @@ class PcsStatusWriter:
         """Write the figures of these PCSes where they changed; returns the ones to try again."""
         if not self.cache.synced:
             return batch
-        outcomes = fan_out([functools.partial(self._write, key) for key in batch])
+        outcomes = fan_out([functools.partial(self._write, key) for key in batch], bulk=True)
         return [key for key, ok in zip(batch, outcomes, strict=True) if not ok]
 
     def _write(self, key: PcsKey) -> bool:

@@ -63,3 +63,26 @@ async def test_gather_all_lets_every_coroutine_finish_before_the_first_failure_i
     assert finished == ["slow"]
     await gather_all(iter([slow()]))  # any iterable; nothing raised when nothing fails
     assert finished == ["slow", "slow"]
+
+
+def test_a_bulk_fan_out_that_fills_its_pool_does_not_hold_up_a_short_one() -> None:
+    """Pod creates of new replicas go on the bulk pool: a gate release meanwhile waits for nothing but its own calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from activities.fanout import FANOUT_THREADS
+
+    go = threading.Event()
+
+    def blocked() -> int:
+        go.wait(5)
+        return 1
+
+    with ThreadPoolExecutor(1) as caller:
+        bulk = caller.submit(fan_out, [blocked] * (3 * FANOUT_THREADS), bulk=True)
+        time.sleep(0.05)  # every bulk thread busy, the rest queued
+        began = time.monotonic()
+        assert fan_out([lambda: 2, lambda: 3, lambda: 4]) == [2, 3, 4]
+        assert time.monotonic() - began < 1.0, "the short fan-out waited behind the bulk one"
+        assert not bulk.done()
+        go.set()
+        assert bulk.result(5) == [1] * (3 * FANOUT_THREADS)
