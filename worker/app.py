@@ -258,14 +258,20 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                                         lambda: connect(settings.temporal, runtime=runtime), stop)
         if client is None:
             return  # stopped before Temporal was ever reached
-    kube = Kube(api_client(settings.kubeconfig, pool_size=settings.activity_threads + FANOUT_POOLS * FANOUT_THREADS + 8))
+    # Local activities get threads of their own beside the scheduled ones (at most `local_activity_slots` run at
+    # once, the SDK holds the rest back): with one shared cap, 64 materialisations of new replicas (each creating its
+    # objects one after another) took every thread, and the cached reads, gate releases and status writes of the
+    # replicas created first waited seconds for one inside their workflow tasks (B3, 17-pod replicas: tasks of 5-8 s,
+    # a third more requests and events in one run of three).
+    threads = settings.activity_threads + settings.local_activity_slots
+    kube = Kube(api_client(settings.kubeconfig, pool_size=threads + FANOUT_POOLS * FANOUT_THREADS + 8))
     scheduling = await detect_scheduling(kube, settings.scheduler_backend, stop)
     if scheduling is None:
         return  # stopped before Kubernetes answered
     # One list+watch per kind for this worker: routine observation reads it, and so does the watcher, leader or not.
     cache = WatchCache(kube, settings.watch_namespace, resync_seconds=settings.watch_resync.total_seconds()) \
         if settings.watch_cache else None
-    with ThreadPoolExecutor(max_workers=settings.activity_threads, thread_name_prefix="activity") as executor:
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="activity") as executor:
         worker = Worker(
             client,
             task_queue=settings.task_queue,
@@ -275,6 +281,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,
             max_concurrent_activities=settings.activity_threads,
+            max_concurrent_local_activities=settings.local_activity_slots,
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             nonsticky_to_sticky_poll_ratio=settings.nonsticky_poll_ratio,
             max_cached_workflows=settings.max_cached_workflows,

@@ -84,6 +84,10 @@ class WorkerSettings(BaseModel):
     identity: str = Field(default_factory=lambda: os.environ.get("GROVE_TEMPORAL_IDENTITY")
                           or f"{socket.gethostname()}-{os.getpid()}")
     activity_threads: int = Field(default=64, ge=1, le=1024)
+    # Local activities run inside a workflow task (the cached read, the status mirror, gate releases, Events), one at
+    # a time per workflow, so about one per workflow-task slot; twice that leaves room for retries and the rollout
+    # and reconciler workflows. They have threads of their own beside activity_threads (worker/app.py).
+    local_activity_slots: int = Field(default=24, ge=1, le=1024)
     # A slot is held from the poll that fetches a workflow task until the task completes, and a replica's task now
     # runs its cached read, status mirror, gate releases and Events as local activities inside it: most of a task's
     # time is spent waiting on Temporal (the poll) or kube-apiserver, not running Python. With four slots B5 kept
