@@ -28,8 +28,8 @@ on an idle kind).
 Status-only changes. Most watch events of a replica coming up or rolling only move what its status counts: a pod
 bound, Running, Ready. Each nudge is a signal in the replica's history, and most bring a workflow task: a 17-pod
 replica took about 20 signals from created to Available. A change that the workflow decides on (readiness lost, a
-gate or deletion, a pod that failed, the binding that leaves every released base pod bound while other pods wait on it,
-Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one
+gate or deletion, a pod that failed, the binding that leaves every released base pod bound while other pods wait on
+it, Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one
 that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) from the first such
 change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a change for
 status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a replica
@@ -623,8 +623,8 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
     begins), failed or finished, a gate gained or lost, deletion begun; nor Ready gained while a pod of the replica
     waits for startup order (its release may wait on this one) or has another template (a rolling update waits on
     it), nor the binding of a base pod that leaves every released base pod of the replica bound while a pod is
-    gated (the scaled gangs and the base gang's surplus pods are released on it). A change taken for status-only wrongly costs only the window's latency:
-    the nudge is still sent."""
+    gated (the scaled gangs and the base gang's surplus pods are released on it). A change taken for status-only
+    wrongly costs only the window's latency: the nudge is still sent."""
     if before[:NODE] != after[:NODE] or before[GATED] != after[GATED]:
         return False
     if before[READY] == "True" and after[READY] != "True":

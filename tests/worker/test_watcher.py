@@ -521,46 +521,48 @@ class _RecordingClient:
         return Handle()
 
 
-async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_takes_it_along() -> None:
+@contextlib.asynccontextmanager
+async def _running_nudger(window: float) -> AsyncIterator[tuple[_RecordingClient, Nudger, float]]:
+    """A Nudger with this status window running against a recording client; yields them and when it started."""
     client = _RecordingClient()
-    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=0.3)  # type: ignore[arg-type]
+    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=window)  # type: ignore[arg-type]
     running = asyncio.create_task(nudger.run())
-    began = time.monotonic()
-    nudger.request("a", {"Pod": 5}, status_only=True)
-    nudger.request("a", {"Pod": 6}, status_only=True)
-    nudger.request("b", {"Pod": 7}, status_only=True)
-    await asyncio.sleep(0.1)
-    assert client.sent == [], "held for the window"
-    nudger.request("b", {"Pod": 8, "PodClique": 2})  # a change b's workflow decides on: at once, with b's held one
-    await asyncio.sleep(0.05)
-    assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2})]
-    await asyncio.sleep(0.3)
-    assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2}),
-                                                                      ("a", {"Pod": 6})], "one nudge for a's two"
-    assert client.sent[1][0] - began >= 0.3
-    nudger.request("c", {"Pod": 9}, status_only=True)
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
+    try:
+        yield client, nudger, time.monotonic()
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
+async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_takes_it_along() -> None:
+    async with _running_nudger(0.3) as (client, nudger, began):
+        nudger.request("a", {"Pod": 5}, status_only=True)
+        nudger.request("a", {"Pod": 6}, status_only=True)
+        nudger.request("b", {"Pod": 7}, status_only=True)
+        await asyncio.sleep(0.1)
+        assert client.sent == [], "held for the window"
+        nudger.request("b", {"Pod": 8, "PodClique": 2})  # a change b's workflow decides on: at once, with b's held one
+        await asyncio.sleep(0.05)
+        assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2})]
+        await asyncio.sleep(0.3)
+        assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2}),
+                                                                          ("a", {"Pod": 6})], "one nudge for a's two"
+        assert client.sent[1][0] - began >= 0.3
+        nudger.request("c", {"Pod": 9}, status_only=True)
     assert nudger._pending == {"c": {"Pod": 9}}, "a term that ends keeps its held nudges for the next"
 
 
 async def test_each_replica_s_status_only_nudge_waits_its_own_window() -> None:
     """The window runs from a replica's first held change: another replica's window ending does not cut it short."""
-    client = _RecordingClient()
-    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=0.4)  # type: ignore[arg-type]
-    running = asyncio.create_task(nudger.run())
-    began = time.monotonic()
-    nudger.request("a", {"Pod": 1}, status_only=True)
-    await asyncio.sleep(0.25)
-    nudger.request("b", {"Pod": 2}, status_only=True)
-    nudger.request("a", {"Pod": 3}, status_only=True)  # merged into a's: its window still ends at 0.4
-    await asyncio.sleep(0.3)
-    assert [(wid, versions) for _, wid, versions in client.sent] == [("a", {"Pod": 3})], \
-        "a's went when its window ended, b's window (from 0.25 s) has not"
-    await asyncio.sleep(0.2)
-    assert [wid for _, wid, _ in client.sent] == ["a", "b"]
-    assert 0.4 <= client.sent[0][0] - began < 0.5 and client.sent[1][0] - began >= 0.65
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
+    async with _running_nudger(0.4) as (client, nudger, began):
+        nudger.request("a", {"Pod": 1}, status_only=True)
+        await asyncio.sleep(0.25)
+        nudger.request("b", {"Pod": 2}, status_only=True)
+        nudger.request("a", {"Pod": 3}, status_only=True)  # merged into a's: its window still ends at 0.4
+        await asyncio.sleep(0.3)
+        assert [(wid, versions) for _, wid, versions in client.sent] == [("a", {"Pod": 3})], \
+            "a's went when its window ended, b's window (from 0.25 s) has not"
+        await asyncio.sleep(0.2)
+        assert [wid for _, wid, _ in client.sent] == ["a", "b"]
+        assert 0.4 <= client.sent[0][0] - began < 0.5 and client.sent[1][0] - began >= 0.65
