@@ -80,23 +80,37 @@ class ClusterView:
         return observed_counts(groups, pclqs)
 
 
-def read_replica(kube: Kube, ref: ReplicaRef, *, with_scaling_groups: bool = True) -> ClusterView:
+def read_replica(kube: Kube, ref: ReplicaRef) -> ClusterView:
     read_from = datetime.now(UTC)
     pcs = kube.get(PODCLIQUESETS, ref.namespace, ref.pcs)
-    selector = names.replica_selector_with_other_controllers(ref.pcs, ref.replica)
-
     view = ClusterView(pcs=pcs, read_from=read_from)
-    if pcs is None:
-        return view
-    if len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
+    if pcs is None or len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
         # Such a PCS is invalid, and its name cannot be a label value: nothing of ours carries it, and a selector
         # naming it is refused by the apiserver (400), which would fail every round instead of holding the replica.
         return view
-    resources = [PODCLIQUES, PODS, PODGANGS] + ([SCALINGGROUPS] if with_scaling_groups else [])
-    listings = fan_out([functools.partial(kube.list, r, ref.namespace, label_selector=selector) for r in resources])
+    resources = [PODCLIQUES, PODS, PODGANGS, SCALINGGROUPS]
+    listings = _list_replica(kube, ref, resources)
     view.versions = _read_versions([(PODCLIQUESETS, pcs)] + list(zip(resources, listings, strict=True)))
     return _sorted_into(view, {resource.kind: list(listing.get("items") or [])
                                for resource, listing in zip(resources, listings, strict=True)})
+
+
+def read_pods(kube: Kube, ref: ReplicaRef) -> ClusterView:
+    """The replica's PodCliques and pods only, read now in one round trip (two LISTs at once): for a check that
+    counts pods, such as the recheck before a scaled release. The PodCliqueSet is not read (`pcs` is None); a
+    replica whose PodCliqueSet is going away shows its PodCliques terminating, or none."""
+    view = ClusterView(pcs=None)
+    if len(ref.pcs) > names.MAX_LABEL_VALUE_LENGTH:
+        return view
+    resources = [PODCLIQUES, PODS]
+    listings = _list_replica(kube, ref, resources)
+    return _sorted_into(view, {resource.kind: list(listing.get("items") or [])
+                               for resource, listing in zip(resources, listings, strict=True)})
+
+
+def _list_replica(kube: Kube, ref: ReplicaRef, resources: list[Resource]) -> list[JSON]:
+    selector = names.replica_selector_with_other_controllers(ref.pcs, ref.replica)
+    return fan_out([functools.partial(kube.list, r, ref.namespace, label_selector=selector) for r in resources])
 
 
 def read_replica_cached(cache: WatchCache, ref: ReplicaRef, at_least: dict[str, int] | None = None) -> ClusterView:
@@ -119,7 +133,7 @@ def _sorted_into(view: ClusterView, by_kind: dict[str, list[JSON]]) -> ClusterVi
     for kind, objects in by_kind.items():
         view.foreign += [(kind, name_of(obj)) for obj in objects if not ours(obj)]
     mine = {kind: {name_of(obj): obj for obj in objects if ours(obj)} for kind, objects in by_kind.items()}
-    view.pclqs, view.pods, view.gangs = mine[PODCLIQUES.kind], mine[PODS.kind], mine[PODGANGS.kind]
+    view.pclqs, view.pods, view.gangs = mine[PODCLIQUES.kind], mine[PODS.kind], mine.get(PODGANGS.kind, {})
     if SCALINGGROUPS.kind in mine:
         view.pcsgs = mine[SCALINGGROUPS.kind]
     return view

@@ -48,6 +48,7 @@ from activities.observe import (
     name_of,
     other_controller,
     ours,
+    read_pods,
     read_replica,
     read_replica_cached,
     read_spec,
@@ -179,7 +180,7 @@ class ReplicaActivities:
     @translating_errors("materialise replica")
     def ensure_replica(self, ref: ReplicaRef) -> EnsureResult:
         """Create what is missing, in DESIGN §4.2 order; update what drifted; delete our surplus."""
-        return self._ensure_on(read_replica(self.kube, ref, with_scaling_groups=True), ref)
+        return self._ensure_on(read_replica(self.kube, ref), ref)
 
     @activity.defn(name=ENSURE_REPLICA_CACHED)
     @translating_errors("materialise replica")
@@ -197,7 +198,7 @@ class ReplicaActivities:
         if result.deferred:
             log.info("%s: deletions due (%s): reading the apiserver before taking them", ref,
                      _short_list(list(result.deferred)))
-            fresh = self._ensure_on(read_replica(self.kube, ref, with_scaling_groups=True), ref)
+            fresh = self._ensure_on(read_replica(self.kube, ref), ref)
             return fresh.model_copy(update={"created": result.created + fresh.created,
                                             "updated": result.updated + fresh.updated,
                                             "deferred": result.deferred})
@@ -221,6 +222,7 @@ class ReplicaActivities:
         uids = {name: uid for state in found.cliques.values() for name, uid in state.releasable.items()}
         released, _ = self._remove_gates(request.ref, {pod: uids[pod] for pod in decision.base}, "base",
                                          (decision.base_gang,))
+        self._record_released(request.ref, [("base", (decision.base_gang,), released)])
         gone = set(released)
         cliques = {name: state.model_copy(update={
             "releasable": {pod: uid for pod, uid in state.releasable.items() if pod not in gone},
@@ -264,6 +266,7 @@ class ReplicaActivities:
         message = ""
         released: list[str] = []
         skipped: list[str] = []
+        parts: list[tuple[str, tuple[str, ...], list[str]]] = []  # what each part released, for the one Event
         if held:
             message = (f"Kept {names.SCHEDULING_GATE} on {len(request.pods)} pod(s) of scaled PodGang(s) "
                        f"{', '.join(request.gangs) or '-'}: the base gang is not {request.release_after.lower()} on "
@@ -273,10 +276,13 @@ class ReplicaActivities:
             skipped = sorted(request.pods)
         elif request.pods:
             released, skipped = self._remove_gates(request.ref, request.pods, request.gang_kind, request.gangs)
+            parts.append((request.gang_kind, request.gangs, released))
         if request.base:
-            base_released, base_skipped = self._remove_gates(request.ref, request.base, "base",
-                                                             (request.base_gang,) if request.base_gang else ())
+            base_gangs = (request.base_gang,) if request.base_gang else ()
+            base_released, base_skipped = self._remove_gates(request.ref, request.base, "base", base_gangs)
+            parts.append(("base", base_gangs, base_released))
             released, skipped = released + base_released, skipped + base_skipped
+        self._record_released(request.ref, parts)
         pods = {**request.pods, **request.base}
         return ReleaseResult(released=tuple(released), skipped=tuple(skipped), held=message,
                              released_uids={pod: pods[pod] for pod in released})
@@ -284,7 +290,7 @@ class ReplicaActivities:
     def _remove_gates(self, ref: ReplicaRef, pods: dict[str, str], gang_kind: str,
                       gangs: tuple[str, ...]) -> tuple[list[str], list[str]]:
         """Our scheduling gate removed from each pod (name -> UID), each on its own; (released, skipped: gone, or
-        the name now belongs to another pod). Logged, counted, and recorded as an Event."""
+        the name now belongs to another pod). Logged and counted; the caller records the Event."""
 
         def release(pod: str, uid: str) -> bool:
             patch = {
@@ -306,20 +312,23 @@ class ReplicaActivities:
         skipped = [pod for (pod, _), ok in zip(ordered, done, strict=True) if not ok]
         if released:
             GATE_RELEASES.labels(gang_kind).inc(len(released))
-            named = ", ".join(gangs) or "-"
-            log.info("released %d %s pods of %s (%s): %s", len(released), gang_kind, ref, named, " ".join(released))
-            events.record(
-                self.kube, ref, "GatesReleased",
-                f"Removed {names.SCHEDULING_GATE} from {len(released)} pod(s) of {gang_kind} PodGang(s) "
-                f"{named}: {_short_list(released)}",
-            )
+            log.info("released %d %s pods of %s (%s): %s", len(released), gang_kind, ref, ", ".join(gangs) or "-",
+                     " ".join(released))
         return released, skipped
+
+    def _record_released(self, ref: ReplicaRef, parts: list[tuple[str, tuple[str, ...], list[str]]]) -> None:
+        """One GatesReleased Event for what one activity released (scaled gangs and the base gang's surplus pods
+        alike): one request after the patches, not one per part, and never more Events than releases."""
+        said = [f"{len(released)} pod(s) of {kind} PodGang(s) {', '.join(gangs) or '-'}: {_short_list(released)}"
+                for kind, gangs, released in parts if released]
+        if said:
+            events.record(self.kube, ref, "GatesReleased", f"Removed {names.SCHEDULING_GATE} from " + "; ".join(said))
 
     def _base_lagging(self, request: ReleaseRequest) -> list[str]:
         """The base PodCliques below what a scaled release needs, on a read made now ([] when it may go)."""
         if not request.base_requires:
             return []
-        view = read_replica(self.kube, request.ref, with_scaling_groups=False)
+        view = read_pods(self.kube, request.ref)
         counted = pod_ready if request.release_after == "Ready" else pod_scheduled
         counts = {}
         for name in request.base_requires:

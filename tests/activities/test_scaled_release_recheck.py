@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from activities.kubeapi import PODCLIQUES, PODS, Kube, pod_gated
+from activities.kubeapi import EVENTS, PODCLIQUES, PODS, Kube, pod_gated
 from grove import manifests, names
 from tests.activities.objects import create_pcs
 from workflows.messages import ReleaseRequest, ReplicaRef
@@ -115,8 +115,28 @@ def test_base_pods_of_the_same_release_go_after_the_scaled_ones_and_even_when_th
             patched.append(name)
         return patch(resource, ns, name, body, **kwargs)
 
-    client.patch = recording  # type: ignore[method-assign]
+    read: list[str] = []
+    get, list_ = client.get, client.list
+
+    def reading_one(resource: Any, *args: Any, **kwargs: Any) -> Any:
+        read.append(f"get {resource.kind}")
+        return get(resource, *args, **kwargs)
+
+    def reading_all(resource: Any, *args: Any, **kwargs: Any) -> Any:
+        read.append(f"list {resource.kind}")
+        return list_(resource, *args, **kwargs)
+
+    client.patch, client.get, client.list = recording, reading_one, reading_all  # type: ignore[method-assign]
     result = activities.release_gates(request("rc-0-a-2"))
+    client.get, client.list = get, list_  # type: ignore[method-assign]
     assert result.released == ("rc-0-g-1-w-0", "rc-0-a-2") and not result.held
     assert patched == ["rc-0-g-1-w-0", "rc-0-a-2"], "the scaled gate removed first"
     assert not any(pod_gated(client.get(PODS, namespace, pod) or {}) for pod in patched)
+    # The recheck is one round trip: the replica's PodCliques and pods, nothing else.
+    assert sorted(read) == ["list Pod", "list PodClique"], read
+    # One Event per release: the combined one names the scaled pod and the base pod (two would also collide on the
+    # name an activity gives its Event, and the second be lost).
+    released_events = [e["message"] for e in client.list_items(EVENTS, namespace)
+                       if e.get("reason") == "GatesReleased"]
+    assert len(released_events) == 2, released_events  # the first call's base pod, then both of the second
+    assert any("rc-0-g-1-w-0" in m and "rc-0-a-2" in m for m in released_events), released_events
