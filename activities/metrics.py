@@ -45,6 +45,12 @@ WATCH_EVENTS = Counter(
     "Kubernetes watch events received by the watcher",
     ["resource", "relevant"],  # relevant: true | false | own-step (the workflow's own step: no nudge)
 )
+PROGRESS_PROBES = Counter(
+    "grove_temporal_watch_progress_probes",
+    "LISTs that showed a watch-cache kind complete up to a version its watch had not reported yet (another worker's "
+    "cache listed it later, and nothing of that kind changed since), by kind",
+    ["resource"],
+)
 CACHED_READS = Counter(
     "grove_temporal_observe_reads",
     "Routine replica observations, by where they were read from (the watch cache, or the apiserver where the cache "

@@ -13,6 +13,13 @@ Freshness is told by resourceVersions, never by clocks: per kind, the cache has 
 version its ListWatch reports (a LIST's own, then each watch event's and bookmark's). A nudge carries the versions of
 the events it stands for, and a read waits (briefly) until the cache has reached them, else it is refused and the
 caller reads the apiserver.
+
+A kind's watch moves its version only with a change or a bookmark (about once a minute), so a kind nothing changed
+in since a cache listed it stays at that LIST's version, below the version a later LIST gave another worker's cache.
+A replica read on that other worker carries its versions on as a floor (workflows/nudges.py), and a read here asked
+to reach them would wait them out and go to the apiserver, round after round: with two workers, half the routine
+reads on the first one (bench scaleout). Such a read asks the apiserver for progress instead (`_probe`): one LIST of
+the kind; where it holds exactly what the store holds, every change up to its version has been handed on.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from activities.kubeapi import (
     name_of,
     slim,
 )
+from activities.metrics import PROGRESS_PROBES
 from grove import names
 
 log = logging.getLogger(__name__)
@@ -50,6 +58,10 @@ REPLICA_KINDS = (PODCLIQUES, PODS, PODGANGS, SCALINGGROUPS)
 # listed_at: for an item of a LIST or a deletion it found, the LIST's resourceVersion; None for a watch event.
 Subscriber = Callable[[Resource, str, JSON, bool, str | None], None]
 ReplicaIndex = tuple[str, str, str]  # (namespace, PodCliqueSet name, replica index as labelled)
+
+
+# How long a read waits for the watches before it asks the apiserver for progress (see the module's docstring).
+PROBE_AFTER_SECONDS = 0.2
 
 
 class NotFresh(Exception):
@@ -67,9 +79,12 @@ def _trimmed(obj: JSON) -> JSON:
 class _Store:
     """One kind's objects by (namespace, name), and by replica; guarded by the cache's lock."""
 
-    def __init__(self, resource: Resource, indexed: bool) -> None:
+    def __init__(self, resource: Resource, indexed: bool, selector: str | None) -> None:
         self.resource = resource
         self.indexed = indexed
+        self.selector = selector  # the label selector its ListWatch lists and watches with
+        self.proven: int | None = None  # the version a probe showed the store complete up to (WatchCache._probe)
+        self.probing = threading.Lock()  # one probe of a kind at a time; the readers queued behind it reuse it
         self.objects: dict[tuple[str, str], JSON] = {}
         self.by_replica: dict[ReplicaIndex, set[str]] = defaultdict(set)
         self.watch: ListWatch | None = None
@@ -104,7 +119,12 @@ class _Store:
 
     def version(self) -> int | None:
         raw = self.watch.resource_version if self.watch is not None else None
-        return int(raw) if raw is not None and raw.isdigit() else None
+        if raw is None or not raw.isdigit():
+            return None
+        return max(int(raw), self.proven or 0)
+
+    def held_versions(self) -> dict[tuple[str, str], str]:
+        return {key: str((obj.get("metadata") or {}).get("resourceVersion", "")) for key, obj in self.objects.items()}
 
 
 class WatchCache:
@@ -117,7 +137,9 @@ class WatchCache:
         self.resync_seconds = resync_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
         self._lock = threading.Condition()
-        self._stores = {r.kind: _Store(r, indexed=r is not PODCLIQUESETS) for r in (PODCLIQUESETS, *REPLICA_KINDS)}
+        self._stores = {r.kind: _Store(r, indexed=r is not PODCLIQUESETS,
+                                       selector=None if r is PODCLIQUESETS else CACHED_SELECTOR)
+                        for r in (PODCLIQUESETS, *REPLICA_KINDS)}
         self._subscribers: list[Subscriber] = []
         self._on_first_sync: list[Callable[[], None]] = []
         self._started = False
@@ -143,12 +165,12 @@ class WatchCache:
             return self
         self._started = True
         pcs_store = self._stores[PODCLIQUESETS.kind]
-        self._start(pcs_store, None)
+        self._start(pcs_store)
         if not pcs_store.synced.wait(pcs_sync_timeout):
             log.warning("watch cache: PodCliqueSets not listed within %.0fs; following the rest anyway",
                         pcs_sync_timeout)
         for resource in REPLICA_KINDS:
-            self._start(self._stores[resource.kind], CACHED_SELECTOR)
+            self._start(self._stores[resource.kind])
         return self
 
     def stop(self) -> None:
@@ -156,7 +178,7 @@ class WatchCache:
             if store.watch is not None:
                 store.watch.stop()
 
-    def _start(self, store: _Store, selector: str | None) -> None:
+    def _start(self, store: _Store) -> None:
         made: list[ListWatch] = []
 
         def on_event(kind: str, obj: JSON, relisted: bool) -> None:
@@ -182,7 +204,7 @@ class WatchCache:
             else:  # a watch thread must never die silently
                 log.error("watch cache %s failed; retrying in %.0fs", store.resource.plural, delay, exc_info=error)
 
-        watch = ListWatch(self.kube, store.resource, self.namespace, on_event, label_selector=selector,
+        watch = ListWatch(self.kube, store.resource, self.namespace, on_event, label_selector=store.selector,
                           on_synced=on_synced, on_error=on_error, keep=slim,
                           resync_seconds=self.resync_seconds, watch_timeout_seconds=self.watch_timeout_seconds)
         made.append(watch)
@@ -221,26 +243,65 @@ class WatchCache:
                 wait_seconds: float = 2.0) -> tuple[JSON | None, dict[str, list[JSON]], dict[str, int], datetime]:
         """(the PodCliqueSet, kind -> the replica's objects, the versions read up to, when the read began) once the
         cache is synced and has reached `at_least`, waiting up to `wait_seconds` for that; else NotFresh."""
-        deadline = time.monotonic() + wait_seconds
-        with self._lock:
-            while not self.synced or self._behind(at_least or {}):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    behind = self._behind(at_least or {})
-                    raise NotFresh("not synced yet" if not self.synced else
-                                   "behind " + ", ".join(f"{k} {self.versions().get(k)} < {v}"
-                                                         for k, v in sorted(behind.items())))
-                self._lock.wait(min(left, 0.05))  # events do not notify (one per event would cost); poll
-            # Versions first, then the objects, under the lock: nothing older than these versions is missing.
-            versions = self.versions()
-            read_from = datetime.now(UTC)
-            pcs_obj = self._stores[PODCLIQUESETS.kind].objects.get((namespace, pcs))
-            index = (namespace, pcs, str(replica))
-            items = {}
-            for resource in REPLICA_KINDS:
-                store = self._stores[resource.kind]
-                items[resource.kind] = [store.objects[(namespace, n)] for n in sorted(store.by_replica.get(index, ()))]
-        return pcs_obj, items, versions, read_from
+        began = time.monotonic()
+        deadline, probe_at = began + wait_seconds, began + PROBE_AFTER_SECONDS
+        behind: dict[str, int] = {}
+        while True:
+            with self._lock:
+                while not self.synced or self._behind(at_least or {}):
+                    now = time.monotonic()
+                    if now >= deadline:
+                        behind = self._behind(at_least or {})
+                        raise NotFresh("not synced yet" if not self.synced else
+                                       "behind " + ", ".join(f"{k} {self.versions().get(k)} < {v}"
+                                                             for k, v in sorted(behind.items())))
+                    if self.synced and now >= probe_at:
+                        behind = self._behind(at_least or {})
+                        break
+                    self._lock.wait(min(deadline - now, 0.05))  # events do not notify (one per event would cost); poll
+                else:
+                    # Versions first, then the objects, under the lock: nothing older than these versions is missing.
+                    versions = self.versions()
+                    read_from = datetime.now(UTC)
+                    pcs_obj = self._stores[PODCLIQUESETS.kind].objects.get((namespace, pcs))
+                    index = (namespace, pcs, str(replica))
+                    items = {}
+                    for resource in REPLICA_KINDS:
+                        store = self._stores[resource.kind]
+                        items[resource.kind] = [store.objects[(namespace, n)]
+                                                for n in sorted(store.by_replica.get(index, ()))]
+                    return pcs_obj, items, versions, read_from
+            probe_at = deadline  # once per read
+            self._probe(behind)
+
+    def _probe(self, behind: dict[str, int]) -> None:
+        """For each kind still below the version asked for: one LIST, as its watch lists; where it returns exactly
+        the objects the store holds, at the same resourceVersions, no change up to the LIST's version is still to
+        come (each would have changed an object's version, added one or removed one), and the store's version moves
+        up to the one asked for. Otherwise the watch has changes on the way: the read goes on waiting for them."""
+        for kind, wanted in sorted(behind.items()):
+            store = self._stores[kind]
+            with store.probing:
+                with self._lock:
+                    if (store.version() or -1) >= wanted:
+                        continue  # a probe just ahead of this one did it
+                try:
+                    listing = self.kube.list(store.resource, self.namespace, label_selector=store.selector)
+                except KubeError as exc:
+                    log.info("watch cache %s: progress not read (%s)", store.resource.plural, exc)
+                    continue
+                version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+                listed = {((obj["metadata"].get("namespace") or ""), obj["metadata"]["name"]):
+                          str(obj["metadata"].get("resourceVersion", "")) for obj in listing.get("items") or []}
+                with self._lock:
+                    if not version.isdigit() or store.held_versions() != listed:
+                        continue
+                    # Only as far as asked (the LIST proves up to its own version, which is at least that): a cache
+                    # that moved to the LIST's version would be ahead of the other worker's, and a read there asked
+                    # to reach it would probe in turn, and so on, each time the store's version moved on.
+                    store.proven = max(store.proven or 0, min(wanted, int(version)))
+                    self._lock.notify_all()
+                PROGRESS_PROBES.labels(store.resource.plural).inc()
 
     def podcliqueset(self, namespace: str, pcs: str) -> tuple[JSON | None, list[JSON], list[JSON]]:
         """(the PodCliqueSet, its PodCliques, its PCSGs) as cached, every replica's; NotFresh before the first lists.

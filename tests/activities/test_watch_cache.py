@@ -110,6 +110,42 @@ def test_a_replica_read_from_the_watch_cache_is_the_fresh_read_and_waits_for_nud
         cache.stop()
 
 
+def test_a_kind_nothing_changed_in_reaches_the_version_a_later_cache_listed_it_at_and_no_further_than_it_holds(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    """Two workers' caches. The second lists after more writes, so a kind nothing changed in since (PodGangs: there
+    are none) stands at a higher version there, with the same objects. A read on the first asked to reach it (the
+    floor a replica carries from a read on the second) is served after one LIST shows nothing of that kind missing,
+    not refused after the whole wait. Where that LIST shows an object the first has not heard of (its PodClique
+    watch stopped here), the read is refused."""
+    client = Kube(kube)
+    model, plan, ref, pclq = _replica_with_clique(client, namespace)
+    first, second = WatchCache(client, namespace).start(), WatchCache(client, namespace)
+    try:
+        _until(lambda: first.synced, "the first cache to list every kind")
+        pod_owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, "wc-0-a",
+                                              pclq["metadata"]["uid"])
+        client.create(PODS, namespace, manifests.pod_manifest(model, plan, "wc-0-a", 0, owner=pod_owner))
+        second.start()
+        _until(lambda: second.synced, "the second cache to list every kind")
+        floor = {"PodGang": second.versions()["PodGang"]}
+        assert floor["PodGang"] > first.versions()["PodGang"], "an idle kind: the later list is ahead"
+
+        view = read_replica_cached(first, ref, floor)
+        assert view.versions["PodGang"] >= floor["PodGang"] and set(view.pods) == {"wc-0-a-0"}
+
+        first._stores["PodClique"].watch.stop()  # type: ignore[union-attr]
+        other = manifests.podclique_manifest(model, plan, "wc-0-a", owner=pclq["metadata"]["ownerReferences"][0])
+        other["metadata"]["name"] = "wc-0-b"
+        made = resource_version(client.create(PODCLIQUES, namespace, other))
+        assert made is not None
+        _until(lambda: (second.versions().get("PodClique") or 0) >= made, "the second cache to hear of it")
+        with pytest.raises(NotFresh, match="behind PodClique"):
+            first.replica(namespace, "wc", 0, at_least={"PodClique": made}, wait_seconds=1.0)
+    finally:
+        first.stop()
+        second.stop()
+
+
 class CountingKube(Kube):
     """The real client, counting its GETs and PATCHes (what the status mirror costs)."""
 
