@@ -85,6 +85,8 @@ class _Store:
         self.selector = selector  # the label selector its ListWatch lists and watches with
         self.proven: int | None = None  # the version a probe showed the store complete up to (WatchCache._probe)
         self.probing = threading.Lock()  # one probe of a kind at a time; the readers queued behind it reuse it
+        self.probed_at = 0.0  # (monotonic) when the last probe began
+        self.changed_at = 0.0  # (monotonic) when the watch last handed on a change
         self.objects: dict[tuple[str, str], JSON] = {}
         self.by_replica: dict[ReplicaIndex, set[str]] = defaultdict(set)
         self.watch: ListWatch | None = None
@@ -187,6 +189,7 @@ class WatchCache:
                     store.drop(((obj.get("metadata") or {}).get("namespace") or "", name_of(obj)))
                 else:
                     store.put(obj)
+                store.changed_at = time.monotonic()
             for subscriber in self._subscribers:
                 subscriber(store.resource, kind, obj, relisted, made[0].listed_at)
 
@@ -272,19 +275,24 @@ class WatchCache:
                                                 for n in sorted(store.by_replica.get(index, ()))]
                     return pcs_obj, items, versions, read_from
             probe_at = deadline  # once per read
-            self._probe(behind)
+            self._probe(behind, began)
 
-    def _probe(self, behind: dict[str, int]) -> None:
+    def _probe(self, behind: dict[str, int], began: float) -> None:
         """For each kind still below the version asked for: one LIST, as its watch lists; where it returns exactly
         the objects the store holds, at the same resourceVersions, no change up to the LIST's version is still to
         come (each would have changed an object's version, added one or removed one), and the store's version moves
-        up to the one asked for. Otherwise the watch has changes on the way: the read goes on waiting for them."""
+        up to the one asked for. Otherwise the watch has changes on the way: the read goes on waiting for them.
+        Not for a kind whose watch handed on a change in the last PROBE_AFTER_SECONDS (it is moving, and a LIST
+        of pods can be large), nor where a probe began since this read did (its answer stands for this one too)."""
         for kind, wanted in sorted(behind.items()):
             store = self._stores[kind]
             with store.probing:
                 with self._lock:
-                    if (store.version() or -1) >= wanted:
-                        continue  # a probe just ahead of this one did it
+                    now = time.monotonic()
+                    if ((store.version() or -1) >= wanted or store.probed_at >= began
+                            or now - store.changed_at < PROBE_AFTER_SECONDS):
+                        continue
+                    store.probed_at = now
                 try:
                     listing = self.kube.list(store.resource, self.namespace, label_selector=store.selector)
                 except KubeError as exc:

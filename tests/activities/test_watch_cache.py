@@ -139,8 +139,18 @@ def test_a_kind_nothing_changed_in_reaches_the_version_a_later_cache_listed_it_a
         made = resource_version(client.create(PODCLIQUES, namespace, other))
         assert made is not None
         _until(lambda: (second.versions().get("PodClique") or 0) >= made, "the second cache to hear of it")
+        listed: list[str] = []
+        list_ = client.list
+
+        def listing(resource: Any, *args: Any, **kwargs: Any) -> Any:
+            listed.append(resource.kind)
+            return list_(resource, *args, **kwargs)
+
+        client.list = listing  # type: ignore[method-assign]
         with pytest.raises(NotFresh, match="behind PodClique"):
             first.replica(namespace, "wc", 0, at_least={"PodClique": made}, wait_seconds=1.0)
+        client.list = list_  # type: ignore[method-assign]
+        assert listed == ["PodClique"], "refused after the probe's LIST found what the store lacks"
     finally:
         first.stop()
         second.stop()
