@@ -33,6 +33,7 @@ class Counters:
 
 KUBE_REQUESTS = "grove_temporal_kube_requests_total"
 NUDGES = "grove_temporal_nudges_total"
+OBSERVE_READS = "grove_temporal_observe_reads_total"  # routine replica reads, by source: cache | apiserver
 WATCH_EVENTS = "grove_temporal_watch_events_total"
 
 

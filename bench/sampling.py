@@ -12,7 +12,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from bench import procs, promtext
-from bench.promtext import KUBE_REQUESTS, Counters
+from bench.promtext import KUBE_REQUESTS, OBSERVE_READS, Counters
 from localstack.workerproc import WorkerProcess
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
@@ -61,6 +61,10 @@ class Delta:
 
     def requests_by_verb_resource(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.counters.by(KUBE_REQUESTS, "verb", "resource").items()}
+
+    def observe_reads(self) -> dict[str, int]:
+        """Routine replica reads by where they were served: `cache`, or `apiserver` where the cache could not."""
+        return {k: int(v) for k, v in self.counters.by(OBSERVE_READS, "source").items()}
 
 
 def foreground(counters: Counters) -> float:

@@ -119,6 +119,9 @@ async def _one(cluster: BenchCluster, count: int, size: int, per_pcs: int, delay
         # All workers together: where a second or third worker's extra requests go.
         "kube_requests_by_verb_resource": dict(sum((Counter(d.requests_by_verb_resource()) for d in deltas),
                                                    Counter())),
+        # Per worker: a worker whose routine reads go to the apiserver has a cache that cannot serve them (two
+        # workers once did for half their reads: a kind idle since one cache listed it, docs/benchmarks.md).
+        "observe_reads_each": [d.observe_reads() for d in deltas],
         "history_events_per_replica": round(sum(events_per_replica.values()) / max(1, len(events_per_replica)), 1),
         "activity_attempts_per_worker": attempts,
         "workers_that_ran_activities": len(attempts),

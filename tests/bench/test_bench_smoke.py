@@ -185,6 +185,9 @@ async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStac
         assert sum(one["activity_attempts_per_worker"]) > 0
         # Every replica's pod was released twice (created, then recreated), each by a PATCH of the pod.
         assert one["kube_requests_by_verb_resource"].get("patch/pods", 0) >= 8
+        # Where each worker's routine reads were served, per worker: the watch caches served some.
+        assert len(one["observe_reads_each"]) == one["workers"]
+        assert sum(reads.get("cache", 0) for reads in one["observe_reads_each"]) > 0, one["observe_reads_each"]
     assert results["targets"]["no_duplicate_action"]
 
 
