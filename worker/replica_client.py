@@ -6,12 +6,13 @@ A PCS is found by its search attributes (GroveNamespace, GrovePodCliqueSet), so 
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from dataclasses import dataclass
 from datetime import datetime
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from worker.stacks import choose_temporal_address
 from workflows.contract import (
@@ -108,20 +109,38 @@ async def replica_status(client: Client, workflow_id: str) -> ReplicaStatus:
     return status
 
 
+# An update the server took into a workflow task that then failed is answered FAILED_PRECONDITION with a
+# WorkflowNotReadyFailure: the workflow never accepted it, and its state is as before. Under a storm of signals a task
+# that accepts a control and hands the run over (continue-as-new) is refused for the signals that came in meanwhile,
+# and the control with it (one fresh-clone CI run in about sixty, tests/e2e/test_signal_storm.py). Sent again.
+NOT_READY_RETRIES = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
 async def _update(client: Client, workflow_id: str, name: str, arg: object | None) -> ControlResult:
     handle = client.get_workflow_handle(workflow_id)
-    try:
-        if arg is None:
-            result: ControlResult = await handle.execute_update(name, result_type=ControlResult)
-        else:
-            result = await handle.execute_update(name, arg, result_type=ControlResult)
-        return result
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        message = getattr(cause, "message", None) or str(cause or err)
-        return ControlResult(accepted=False, message=message)
-    except RPCError as err:
-        raise OperatorError(f"{workflow_id}: {err.message}") from err
+    for wait in (*NOT_READY_RETRIES, None):
+        try:
+            if arg is None:
+                result: ControlResult = await handle.execute_update(name, result_type=ControlResult)
+            else:
+                result = await handle.execute_update(name, arg, result_type=ControlResult)
+            return result
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            message = getattr(cause, "message", None) or str(cause or err)
+            return ControlResult(accepted=False, message=message)
+        except RPCError as err:
+            if wait is None or not workflow_not_ready(err):
+                raise OperatorError(f"{workflow_id}: {err.message}") from err
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def workflow_not_ready(err: RPCError) -> bool:
+    """The server's answer for an update whose workflow task failed before the workflow accepted it."""
+    details = err.grpc_status.details if err.grpc_status is not None else []
+    return err.status == RPCStatusCode.FAILED_PRECONDITION and any(
+        detail.type_url.endswith("WorkflowNotReadyFailure") for detail in details)
 
 
 async def pause(client: Client, workflow_id: str, reason: str) -> ControlResult:

@@ -23,8 +23,9 @@ from temporalio.service import RPCError
 
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, await_for, clique, pcs_manifest, wait_for
+from worker import replica_client
 from workflows.contract import NUDGE_SIGNAL
-from workflows.messages import ControlResult, Nudge, PauseRequest, Phase, ReplicaStatus
+from workflows.messages import Nudge, Phase, ReplicaStatus
 from workflows.signals import HISTORY_EVENTS_PER_RUN
 
 STORM = 20_000
@@ -103,8 +104,8 @@ async def _storm_one_replica(name: str, concurrency: int, cluster: Cluster, stor
         # one run (20-27 s measured); the status query itself times out for stretches while a run's hand-over is
         # being refused, hence the margin.
         breached = await replica.wait(lambda s: bool(s.deadlines), timeout=90, what="breach seen during the storm")
-        paused = await replica.handle.execute_update("pause", PauseRequest(reason="storm"),
-                                                     result_type=ControlResult)
+        # Through the operator's own client (the CLI's): a control a refused hand-over took down with it is sent again.
+        paused = await replica_client.pause(temporal_client, replica.workflow_id, "storm")
         assert paused.accepted, paused
         cluster.fail_readiness(f"{name}-0-app-1", failing=False)
         await replica.wait(lambda s: not s.deadlines and s.paused, timeout=90,  # as for the breach
@@ -118,7 +119,7 @@ async def _storm_one_replica(name: str, concurrency: int, cluster: Cluster, stor
     seconds = time.monotonic() - started
 
     # --- settled: one more round on a fresh update, and every nudge accounted for ---
-    resumed = await replica.handle.execute_update("resume", result_type=ControlResult)
+    resumed = await replica_client.resume(temporal_client, replica.workflow_id)
     assert resumed.accepted
     status = await replica.wait_phase(Phase.AVAILABLE, timeout=60)
 
