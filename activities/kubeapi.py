@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import urllib3
 from kubernetes import client, config
 
+from activities.reachability import Reachability
 from grove.names import LABEL_MANAGED_BY, MANAGED_BY, SCHEDULING_GATE
 from grove.ownership import controller_reference
 
@@ -161,8 +162,10 @@ class InstrumentedApiClient(client.ApiClient):
 class KubeError(Exception):
     """An API call failed; `status` is the HTTP status (0 when the server could not be reached)."""
 
-    def __init__(self, status: int, reason: str, body: JSON | None = None) -> None:
+    def __init__(self, status: int, reason: str, body: JSON | None = None,
+                 reachability: Reachability | None = None) -> None:
         self.status = status
+        self.reachability = reachability  # unreachable: where to wait until kube-apiserver answers again
         self.reason = reason
         self.body = body or {}
         message = self.body.get("message") or reason
@@ -210,6 +213,7 @@ class Kube:
     def __init__(self, api_client: client.ApiClient, *, timeout: float = 30.0) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        self.reachability = Reachability(lambda seconds: self.healthy(timeout=seconds))
 
     # --- plumbing -------------------------------------------------------------------------------------------
     def _request(
@@ -239,9 +243,10 @@ class Kube:
                 _request_timeout=timeout if timeout is not None else self.timeout,
             )
         except client.ApiException as exc:  # connection-level failures surface as status 0
-            raise KubeError(exc.status or 0, str(exc.reason)) from exc
+            raise KubeError(exc.status or 0, str(exc.reason),
+                            reachability=None if exc.status else self.reachability) from exc
         except Exception as exc:  # urllib3 errors: the server is unreachable; callers treat this as an outage
-            raise KubeError(0, f"{type(exc).__name__}: {exc}") from exc
+            raise KubeError(0, f"{type(exc).__name__}: {exc}", reachability=self.reachability) from exc
         if stream:
             if response.status >= 400:
                 raise _error_from(response.status, response.reason, response.read())

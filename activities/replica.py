@@ -56,6 +56,7 @@ from activities.observe import (
     terminating,
     uid_of,
 )
+from activities.reachability import LOCAL_WAIT_SECONDS, RETRY_WHEN_BACK, retry_while_down
 from activities.scaling import config_annotations, report_clamped, scale_in_order
 from activities.status import mirror, mirror_pcs
 from activities.watch_cache import NotFresh, WatchCache
@@ -99,6 +100,9 @@ INVALID_SPEC = "InvalidPodCliqueSet"
 REJECTED = "RejectedByApiServer"
 FORBIDDEN = "Forbidden"
 UNREACHABLE = "ApiServerUnreachable"
+# An attempt that found kube-apiserver unreachable waits for it until this much of its start-to-close time is left
+# (an activity has 60 s; one that used them all would time out), a local activity 2 s at most (reachability.py).
+ATTEMPT_MARGIN_SECONDS = 1.5
 
 
 def _translate(what: str, exc: KubeError) -> NoReturn:
@@ -112,11 +116,31 @@ def _translate(what: str, exc: KubeError) -> NoReturn:
         # An outage is expected and retried: one line per attempt says so. BENIGN keeps the SDK from logging each
         # attempt as a WARNING with three chained transport tracebacks (it logs them at DEBUG).
         attempt = activity.info().attempt if activity.in_activity() else 0
-        log.warning("%s: kube-apiserver unreachable%s, retried with backoff: %s", what,
-                    f" (attempt {attempt})" if attempt else "", exc.message)
+        back = _wait_until_answered(exc)
+        delay = None if back is None else RETRY_WHEN_BACK if back else \
+            retry_while_down(local=activity.info().is_local, attempt=attempt)
+        log.warning("%s: kube-apiserver unreachable%s, %s: %s", what, f" (attempt {attempt})" if attempt else "",
+                    "retried with backoff" if delay is None else "it answers again, retried now" if back else
+                    f"still down, retried in {delay.total_seconds():g} s", exc.message)
         raise ApplicationError(f"{what}: kube-apiserver unreachable: {exc.message}", type=UNREACHABLE,
-                               category=ApplicationErrorCategory.BENIGN) from None
+                               category=ApplicationErrorCategory.BENIGN, next_retry_delay=delay) from None
     raise exc  # conflict or server error: retried with backoff
+
+
+def _wait_until_answered(exc: KubeError) -> bool | None:
+    """In an activity: wait, within the attempt's own time, until kube-apiserver answers again (activities/
+    reachability.py). True when it does, False when the attempt's time ran out first, None outside an activity."""
+    if exc.reachability is None or not activity.in_activity():
+        return None
+    info = activity.info()
+    if info.start_to_close_timeout is None:
+        return None
+    spent = (datetime.now(UTC) - info.started_time).total_seconds()
+    seconds = info.start_to_close_timeout.total_seconds() - spent - ATTEMPT_MARGIN_SECONDS
+    if info.is_local:
+        seconds = min(seconds, LOCAL_WAIT_SECONDS)
+    return exc.reachability.wait(seconds, beat=None if info.is_local else activity.heartbeat,
+                                 given_up=lambda: activity.is_cancelled() or activity.is_worker_shutdown())
 
 
 def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:

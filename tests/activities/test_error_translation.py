@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.testing import ActivityEnvironment
 
 from activities.kubeapi import KubeError
+from activities.reachability import RETRY_WHEN_BACK, Reachability
 from activities.replica import FORBIDDEN, REJECTED, UNREACHABLE, translating_errors
 from worker.logs import configure_logging
 
@@ -62,3 +67,36 @@ def test_the_worker_log_drops_urllib3s_per_retry_lines_and_keeps_its_other_warni
                            ("127.0.0.1",), None)
     assert not pool.filter(retry)
     assert pool.filter(full)
+
+
+def _in_activity(exc: KubeError, *, local: bool, attempt: int = 1) -> ApplicationError:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, is_local=local, attempt=attempt, started_time=datetime.now(UTC),
+                                   start_to_close_timeout=timedelta(seconds=10 if local else 60))
+
+    @translating_errors("read replica")
+    def activity_body() -> None:
+        raise exc
+
+    with pytest.raises(ApplicationError) as raised:
+        env.run(activity_body)
+    return raised.value
+
+
+def test_an_attempt_that_met_an_outage_asks_for_the_next_at_once_when_kube_apiserver_answers_again() -> None:
+    back_at = time.monotonic() + 0.6
+    answers = Reachability(lambda timeout: time.monotonic() >= back_at)
+    began = time.monotonic()
+    err = _in_activity(KubeError(0, "connection refused", reachability=answers), local=False)
+    assert err.type == UNREACHABLE and err.next_retry_delay == RETRY_WHEN_BACK
+    assert time.monotonic() - began < 2.0, "returned once it answered, not at the end of the attempt's time"
+
+
+@pytest.mark.parametrize(("attempt", "delay"), [(1, 3), (2, 6), (9, 10)])
+def test_a_local_activity_waits_two_seconds_at_most_and_backs_off_on_a_timer_from_3_to_10_s(
+        attempt: int, delay: int) -> None:
+    down = Reachability(lambda timeout: False)
+    began = time.monotonic()
+    err = _in_activity(KubeError(0, "connection refused", reachability=down), local=True, attempt=attempt)
+    assert 2.0 <= time.monotonic() - began < 3.0
+    assert err.next_retry_delay == timedelta(seconds=delay)

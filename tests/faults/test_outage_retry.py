@@ -1,0 +1,105 @@
+"""A gang termination that falls due while kube-apiserver is down comes as soon as it answers again.
+
+Before, the attempts that met the outage backed off by Temporal's policy (1 s doubling to 30 s), so the next came
+up to 30 s after kube-apiserver was back. Now each attempt waits for kube-apiserver to answer /readyz and asks for
+its next attempt at once (activities/reachability.py). Checked from the workflow history: every activity attempt
+that met the outage named its next attempt's delay (none was left to the policy's back-off). How long after
+kube-apiserver answered the termination came is printed, not asserted.
+
+Its own stack: kube-apiserver is stopped, which the session's shared stack should not see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from activities.kubeapi import Kube
+from activities.reachability import RETRY_WHEN_BACK, RETRY_WHILE_DOWN
+from activities.replica import UNREACHABLE
+from bench.cluster import NAMESPACES, SERVICEACCOUNTS
+from localstack.crds import apply_crds
+from localstack.stack import LocalStack, StackOptions
+from localstack.workerproc import WorkerProcess
+from tests.e2e.harness import Cluster, Replica, clique, pcs_manifest, wait_for
+from workflows.messages import Phase
+
+pytestmark = pytest.mark.stack  # starts real stack components of its own
+
+DELAY_S = 3
+# kube-apiserver stays down this long after the deadline: Temporal's back-off alone would by then wait 8-16 s
+# between attempts.
+DOWN_AFTER_DEADLINE_S = 18
+
+
+@pytest.fixture(scope="module")
+def outage_stack() -> Iterator[LocalStack]:
+    stack = LocalStack(StackOptions(nodes=1))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def temporal(outage_stack: LocalStack) -> AsyncIterator[Client]:
+    yield await Client.connect(outage_stack.temporal_address, data_converter=pydantic_data_converter)
+
+
+async def test_a_termination_due_during_an_outage_is_retried_as_soon_as_kube_apiserver_answers(
+        outage_stack: LocalStack, temporal: Client, tmp_path: Path) -> None:
+    api_client = outage_stack.kube_client()
+    apply_crds(api_client)
+    kube = Kube(api_client)
+    namespace = "outage"
+    kube.create(NAMESPACES, None, {"metadata": {"name": namespace}})
+    wait_for(lambda: kube.get(SERVICEACCOUNTS, namespace, "default"), timeout=30, what="default ServiceAccount")
+    cluster = Cluster(kube, namespace)
+    worker = WorkerProcess(kubeconfig=Path(outage_stack.kubeconfig), temporal_address=outage_stack.temporal_address,
+                           namespace=namespace, log_dir=tmp_path).start()
+    try:
+        cluster.apply(pcs_manifest("down", namespace, termination_delay=f"{DELAY_S}s",
+                                   cliques=[clique("frontend", 2, 2)]))
+        wait_for(lambda: cluster.ready_pods(2), timeout=60, what="2 Ready pods")
+        replica = Replica(temporal, cluster, "down")
+        await replica.wait_phase(Phase.AVAILABLE)
+
+        cluster.fail_readiness("down-0-frontend-1")
+        deadline = (await replica.wait(lambda s: bool(s.deadlines), what="deadline")).deadlines[0]
+        outage_stack.stop_component("kube-apiserver")
+        await asyncio.sleep(max(0.0, (deadline.due_at - datetime.now(UTC)).total_seconds()) + DOWN_AFTER_DEADLINE_S)
+        outage_stack.start_component("kube-apiserver")
+        back_at = time.time()
+
+        status = await replica.wait(lambda s: s.terminations_total > 0, timeout=60, what="the termination")
+        assert status.terminations_total == 1
+        record = status.terminations[0]
+        assert record.at >= deadline.due_at, "never before the deadline"
+        print(f"\nthe workflow terminated {record.at.timestamp() - back_at:.2f} s after kube-apiserver answered "
+              f"again, {(record.at - deadline.due_at).total_seconds():.1f} s after its deadline")
+
+        history = await replica.handle.fetch_history()
+        retried = [e.activity_task_started_event_attributes for e in history.events
+                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+                   and e.activity_task_started_event_attributes.attempt > 1]
+        assert retried, "no activity was retried across the outage"
+        failures = [a.last_failure.application_failure_info for a in retried]
+        assert all(f.type == UNREACHABLE for f in failures), failures
+        # Every attempt that met the outage named its next one: at once, or in a second while still down; none was
+        # left to the policy's back-off (which names no delay).
+        asked = [f.next_retry_delay.ToTimedelta() for f in failures]
+        assert all(d in (RETRY_WHEN_BACK, RETRY_WHILE_DOWN) for d in asked), asked
+        print(f"retried activities: {len(retried)}, attempts {[a.attempt for a in retried]}, "
+              f"their last failed attempts asked for {[d.total_seconds() for d in asked]} s")
+    finally:
+        worker.stop()
