@@ -131,6 +131,12 @@ CACHED_OBSERVE_PATCH = "cached-observe"
 # Every run does one round before it hands over, even if its first task is already past a hand-over threshold (an
 # unpaced signal storm): otherwise runs could follow one another without observing, and a breach go unseen.
 ROUND_BEFORE_HANDOVER_PATCH = "round-before-handover"
+# A run hands over in a later workflow task than one that accepted an update: the server refuses a task that completes
+# the run while new events came in meanwhile (under a storm of signals, often), and an update accepted in that task is
+# lost with it; the caller gets "workflow task failure" (seen in CI, the signal-storm test). A short timer opens the
+# next task. Asked only where it applies, so a history without it replays as before.
+UPDATE_HANDOVER_PATCH = "handover-after-update-task"
+HANDOVER_AFTER_UPDATE = timedelta(milliseconds=100)
 # Deadlines are judged at a decision time that moves only where workflow time is the same in every replay: when a run
 # starts, when a (non-local) activity returns, and when a wait that blocked ends; and a wait for a deadline always
 # starts a timer (at least MIN_TIMER). Workflow time right after a local activity is not replay-safe: when one outlasts
@@ -239,6 +245,7 @@ class ReplicaWorkflow:
         self._local_activities = False  # decided once per run, by LOCAL_ACTIVITIES_PATCH
         self._local_releases = False  # and LOCAL_RELEASES_PATCH
         self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
+        self._update_task = -1  # the history length at the start of the last workflow task that took an update
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
         self._stable_time = False  # decided once per run, by DECISION_TIME_PATCH
         self._decision_time: datetime | None = None  # workflow time as of the last replay-safe point (see the patch)
@@ -279,6 +286,11 @@ class ReplicaWorkflow:
                 # handler to finish would wait forever while one is queued: serve queued requests first, then hand
                 # over (nothing queued is ever dropped by continue-as-new).
                 await workflow.wait_condition(lambda: workflow.all_handlers_finished() or self._controls.queued())
+                while (not self._controls.queued() and self._update_task == workflow.info().get_current_history_length()
+                       and self._patched(UPDATE_HANDOVER_PATCH)):
+                    await workflow.sleep(HANDOVER_AFTER_UPDATE, summary="hand over after the task that took an update")
+                    await workflow.wait_condition(
+                        lambda: workflow.all_handlers_finished() or self._controls.queued())
                 if not self._controls.queued():
                     workflow.continue_as_new(self._next_input())
             self._nudges.look_again = False
@@ -765,21 +777,25 @@ class ReplicaWorkflow:
             return
         self._controls.enqueue(request)
 
+    def _took_update(self) -> None:
+        self._received.update()
+        self._update_task = workflow.info().get_current_history_length()  # the same in every replay (UPDATE_HANDOVER_PATCH)
+
     @workflow.update(name=PAUSE)
     def pause_update(self, request: PauseRequest) -> ControlResult:
-        self._received.update()
+        self._took_update()
         was = self._pause(request)
         return ControlResult(accepted=True, message="already paused" if was else "paused")
 
     @workflow.update(name=RESUME)
     def resume_update(self) -> ControlResult:
-        self._received.update()
+        self._took_update()
         was = self._resume()
         return ControlResult(accepted=True, message="resumed" if was else "was not paused")
 
     @workflow.update(name=FORCE_TERMINATE)
     async def force_terminate_update(self, request: ForceTerminateRequest) -> ControlResult:
-        self._received.update()
+        self._took_update()
         return await self._controls.result(self._controls.enqueue(request))
 
     @force_terminate_update.validator

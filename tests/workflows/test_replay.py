@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.histories import FIXTURES, load, replayer
-from worker.history_activities import activity_names
+from worker.history_activities import activity_names, patches_in
 from workflows.contract import (
     NUDGE_VERSIONS_HEADER,
     RECREATE_FOR_UPDATE,
@@ -31,7 +31,7 @@ from workflows.contract import (
     ROLLOUT_TURN_SIGNAL,
     ROLLOUT_WORKFLOW,
 )
-from workflows.replica import ReplicaWorkflow
+from workflows.replica import UPDATE_HANDOVER_PATCH, ReplicaWorkflow
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -87,6 +87,7 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "rolling update step": lambda h: RECREATE_FOR_UPDATE in _activities(h) and ROLLOUT_TURN_SIGNAL in _signals(h),
     "rollout workflow": lambda h: _workflow_type(h) == ROLLOUT_WORKFLOW and ROLLOUT_REPORT_SIGNAL in _signals(h),
     "nudges with resourceVersions": lambda h: any(_versioned_nudge(e) for e in h.events),
+    "hand-over after the task that took an update": lambda h: UPDATE_HANDOVER_PATCH in patches_in(list(h.events)),
 }
 
 

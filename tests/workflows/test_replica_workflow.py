@@ -57,7 +57,12 @@ from workflows.messages import (
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
 from workflows.patches import REPLICA_BASELINE_9_PATCH
-from workflows.replica import LOCAL_RELEASES_PATCH, ROUND_BEFORE_HANDOVER_PATCH, ReplicaWorkflow
+from workflows.replica import (
+    LOCAL_RELEASES_PATCH,
+    ROUND_BEFORE_HANDOVER_PATCH,
+    UPDATE_HANDOVER_PATCH,
+    ReplicaWorkflow,
+)
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
 
@@ -339,6 +344,46 @@ async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its
         assert signals.HISTORY_CAP_PATCH in patches_in(list(history.events)), "patch-guarded"
         status = await _status(handle)
         assert status.nudges_total >= 1 and status.terminations_total == 0
+
+
+async def test_a_run_never_hands_over_in_the_workflow_task_that_accepted_an_update(client: Client) -> None:
+    """A task that accepts an update and also continues-as-new is refused whole by the server when a signal comes in
+    meanwhile (a storm of them, in practice), and the update goes down with it: the caller gets "workflow task
+    failure". So the run hands over in a later task. The task is made here on purpose: while a failing status mirror
+    (a local activity, retried within its task) holds the run's task open, nudges and a pause come in; the next task
+    holds them all, and the pause spends the run's update budget of one, so the run is to hand over in it."""
+    cluster = ScriptedCluster(_pcs("updated"))
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, update_limit=1),
+                                         id=ref.workflow_id, task_queue=queue)
+    first_run = handle.result_run_id
+    async with Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
+                      activity_executor=_EXECUTOR):
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        cluster.mirror_failures = 2  # retried 1 s and 2 s later, within the task: it stays open about 3 s
+        await _breach(cluster, handle)  # a round whose status changes: it mirrors
+        while cluster.mirror_failures == 2:
+            await asyncio.sleep(0.02)
+        for _ in range(3):
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+        result = await handle.execute_update(contract.PAUSE, PauseRequest(reason="t"), result_type=ControlResult)
+        await _until(handle, lambda s: s.runs > 1)
+        paused = (await _status(handle)).paused
+    assert result.accepted and result.message == "paused"
+    assert paused, "the pause went over to the next run"
+    history = await client.get_workflow_handle(ref.workflow_id, run_id=first_run).fetch_history()
+    await replayer().replay_workflow(history)  # kept as a replay fixture: update_accepted_then_handover.json
+    events = list(history.events)
+    assert events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    accepted = next(i for i, e in enumerate(events) if e.HasField("workflow_execution_update_accepted_event_attributes"))
+    completed = [i for i, e in enumerate(events) if e.HasField("workflow_task_completed_event_attributes")]
+    accepting_task, handing_over_task = max(i for i in completed if i < accepted), max(completed)
+    assert any(e.HasField("workflow_execution_signaled_event_attributes")
+               for e in events[max(i for i in completed if i < accepting_task):accepting_task]), \
+        "the task that took the update took nudges too (the loop woke in it)"
+    assert accepting_task < handing_over_task, "the update was accepted in the task that continued-as-new"
+    assert UPDATE_HANDOVER_PATCH in patches_in(events), "patch-guarded"
 
 
 async def test_every_run_looks_once_before_it_hands_over_even_when_it_starts_past_the_cap(client: Client) -> None:

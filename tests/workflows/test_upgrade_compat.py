@@ -23,6 +23,7 @@ from workflows.replica import (
     ENSURE_RELEASES_BASE_PATCH,
     LOCAL_RELEASES_PATCH,
     ONE_SAFETY_TIMER_PATCH,
+    UPDATE_HANDOVER_PATCH,
     ReplicaWorkflow,
 )
 
@@ -92,4 +93,14 @@ async def test_without_the_guard_a_run_that_released_gates_in_a_scheduled_activi
     with a scheduled release_gates activity; it replays on today's code (above), and forced onto local releases its
     history no longer replays (today's code would record a local activity marker there)."""
     failure = await _replay_forced(monkeypatch, LOCAL_RELEASES_PATCH, "baseline-7-fffbad3-s1_start_to_available.json")
+    assert "nondetermin" in failure.lower(), failure
+
+
+async def test_without_the_guard_a_run_that_handed_over_in_the_task_that_took_an_update_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun under replica-baseline-9 (5a41262) continued-as-new in the very workflow task that accepted a pause;
+    it replays on today's code (above), and forced onto the new path its history no longer replays (today's code
+    would start a timer there)."""
+    failure = await _replay_forced(monkeypatch, UPDATE_HANDOVER_PATCH,
+                                   "baseline-9-5a41262-update_accepted_in_handover_task.json")
     assert "nondetermin" in failure.lower(), failure
