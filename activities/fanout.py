@@ -14,6 +14,7 @@ waits on a queue alone.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -33,7 +34,8 @@ def fan_out(calls: Sequence[Callable[[], T]], *, bulk: bool = False) -> list[T]:
     if len(calls) <= 1:
         return [call() for call in calls]
     pool = _bulk_pool if bulk else _pool
-    futures: list[Future[T]] = [pool.submit(call) for call in calls[1:]]
+    # Each call runs in a copy of this context: the activity attempt's request deadline goes with it (kubeapi).
+    futures: list[Future[T]] = [pool.submit(contextvars.copy_context().run, call) for call in calls[1:]]
     results: list[T] = []
     failure: BaseException | None = None
     try:

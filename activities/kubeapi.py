@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import contextvars
 import json
 import os
 import socket
@@ -111,6 +112,7 @@ def api_client(
         config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
     configuration.socket_options = socket_options()
+    configuration.retries = RETRIES
     return InstrumentedApiClient(configuration)
 
 
@@ -157,6 +159,32 @@ class InstrumentedApiClient(client.ApiClient):
         finally:
             KUBE_REQUESTS.labels(verb, resource, code).inc()
             KUBE_REQUEST_SECONDS.labels(verb, resource).observe(time.perf_counter() - started)
+
+
+# urllib3 tries a request again after a failed connect (up to three times), but not after a read that timed out: by
+# its default, a request that hangs (a network partition) waited its whole timeout four times, two minutes for a GET
+# of the default 30 s, where the activity that made it has 10 or 60 s. A dropped keep-alive connection is noticed
+# before it is reused, so it is not a read failure.
+RETRIES = urllib3.util.Retry(total=3, read=0)
+
+# The moment (time.monotonic) by which a request made in this context must have ended: the activity attempt's own
+# end (activities/replica.py sets it). Without it a request that hangs (a network partition drops packets; it does not
+# refuse them) outlived its local activity's 10 s, held an activity thread up to the client's 30 s timeout, and the
+# attempt ended as timed out, retried by the policy's back-off; now it fails as unreachable within the attempt, which
+# then waits for kube-apiserver to answer (activities/reachability.py).
+REQUEST_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("kube_request_deadline", default=None)
+MIN_REQUEST_SECONDS = 0.5
+
+
+def bounded(timeout: float | tuple[float, float]) -> float | tuple[float, float]:
+    """`timeout`, cut to what is left before this context's REQUEST_DEADLINE (never under MIN_REQUEST_SECONDS)."""
+    deadline = REQUEST_DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
+    if isinstance(timeout, tuple):
+        return (min(timeout[0], left), min(timeout[1], left))
+    return min(timeout, left)
 
 
 class KubeError(Exception):
@@ -240,7 +268,7 @@ class Kube:
         try:
             response = self.api_client.call_api(
                 method, url, header_params=header_params, body=serialized,
-                _request_timeout=timeout if timeout is not None else self.timeout,
+                _request_timeout=bounded(timeout if timeout is not None else self.timeout),
             )
         except client.ApiException as exc:  # connection-level failures surface as status 0
             raise KubeError(exc.status or 0, str(exc.reason),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn, ParamSpec, TypeVar
@@ -31,6 +32,7 @@ from activities.kubeapi import (
     PODCLIQUESETS,
     PODGANGS,
     PODS,
+    REQUEST_DEADLINE,
     SCALINGGROUPS,
     SERVICES,
     Kube,
@@ -127,6 +129,18 @@ def _translate(what: str, exc: KubeError) -> NoReturn:
     raise exc  # conflict or server error: retried with backoff
 
 
+def _attempt_deadline() -> float | None:
+    """In an activity: when (time.monotonic) its requests must have ended, ATTEMPT_MARGIN_SECONDS before the attempt
+    times out, so a request that hangs fails as unreachable within it (kubeapi.REQUEST_DEADLINE)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    if info.start_to_close_timeout is None:
+        return None
+    spent = (datetime.now(UTC) - info.started_time).total_seconds()
+    return time.monotonic() + info.start_to_close_timeout.total_seconds() - spent - ATTEMPT_MARGIN_SECONDS
+
+
 def _wait_until_answered(exc: KubeError) -> bool | None:
     """In an activity: wait, within the attempt's own time, until kube-apiserver answers again (activities/
     reachability.py). True when it does, False when the attempt's time ran out first, None outside an activity."""
@@ -149,10 +163,13 @@ def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
     def decorate(fn: Callable[P, T]) -> Callable[P, T]:
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            deadline = REQUEST_DEADLINE.set(_attempt_deadline())
             try:
                 return fn(*args, **kwargs)
             except KubeError as exc:
                 _translate(what, exc)
+            finally:
+                REQUEST_DEADLINE.reset(deadline)
 
         return wrapper
 

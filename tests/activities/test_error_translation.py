@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from kubernetes import client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
-from activities.kubeapi import KubeError
+from activities.kubeapi import PODS, RETRIES, Kube, KubeError
 from activities.reachability import RETRY_WHEN_BACK, Reachability
 from activities.replica import FORBIDDEN, REJECTED, UNREACHABLE, translating_errors
 from worker.logs import configure_logging
@@ -100,3 +103,36 @@ def test_a_local_activity_waits_two_seconds_at_most_and_backs_off_on_a_timer_fro
     err = _in_activity(KubeError(0, "connection refused", reachability=down), local=True, attempt=attempt)
     assert 2.0 <= time.monotonic() - began < 3.0
     assert err.next_retry_delay == timedelta(seconds=delay)
+
+
+def test_a_request_that_hangs_fails_as_unreachable_within_the_attempt_not_at_the_clients_timeout() -> None:
+    """A network partition drops packets: the connection opens (here: a listener that never answers) and the request
+    waits. Inside an activity the request ends before the attempt does, as unreachable, so the attempt can still
+    wait for kube-apiserver and name its next attempt; before, it hung for the client's 30 s."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: [accepted.append(listener.accept()[0]) for _ in range(8)], daemon=True).start()
+    configuration = client.Configuration(host=f"http://127.0.0.1:{listener.getsockname()[1]}")
+    configuration.retries = RETRIES  # as api_client() sets it
+    api = client.ApiClient(configuration)
+    kube = Kube(api, timeout=30.0)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, is_local=True, attempt=1, started_time=datetime.now(UTC),
+                                   start_to_close_timeout=timedelta(seconds=4))
+
+    @translating_errors("read replica")
+    def activity_body() -> None:
+        kube.get(PODS, "ns", "p")
+
+    began = time.monotonic()
+    try:
+        with pytest.raises(ApplicationError) as raised:
+            env.run(activity_body)
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
+    assert raised.value.type == UNREACHABLE and "timed out" in raised.value.message.lower(), raised.value.message
+    assert time.monotonic() - began < 4.0, "ended within the attempt's 4 s"
