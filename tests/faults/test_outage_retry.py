@@ -36,7 +36,7 @@ from localstack.crds import apply_crds
 from localstack.stack import LocalStack, StackOptions
 from localstack.workerproc import WorkerProcess
 from tests.e2e.harness import Cluster, Replica, clique, pcs_manifest, wait_for
-from workflows.messages import Phase
+from workflows.messages import DeadlineStatus, Phase
 
 pytestmark = pytest.mark.stack  # starts real stack components of its own
 
@@ -63,37 +63,50 @@ async def temporal(outage_stack: LocalStack) -> AsyncIterator[Client]:
     yield await Client.connect(outage_stack.temporal_address, data_converter=pydantic_data_converter)
 
 
-async def test_a_termination_due_during_an_outage_is_retried_as_soon_as_kube_apiserver_answers(
-        outage_stack: LocalStack, temporal: Client, tmp_path: Path) -> None:
-    api_client = outage_stack.kube_client()
+def _namespace(stack: LocalStack, namespace: str) -> Cluster:
+    api_client = stack.kube_client()
     apply_crds(api_client)
     kube = Kube(api_client)
-    namespace = "outage"
     kube.create(NAMESPACES, None, {"metadata": {"name": namespace}})
     wait_for(lambda: kube.get(SERVICEACCOUNTS, namespace, "default"), timeout=30, what="default ServiceAccount")
-    cluster = Cluster(kube, namespace)
+    return Cluster(kube, namespace)
+
+
+async def _breached(cluster: Cluster, temporal: Client, pcs: str) -> tuple[Replica, DeadlineStatus]:
+    """A replica of one clique of two pods, Available, then one pod NotReady: its deadline, DELAY_S away."""
+    cluster.apply(pcs_manifest(pcs, cluster.namespace, termination_delay=f"{DELAY_S}s",
+                               cliques=[clique("frontend", 2, 2)]))
+    wait_for(lambda: cluster.ready_pods(2), timeout=90, what="2 Ready pods")
+    replica = Replica(temporal, cluster, pcs)
+    await replica.wait_phase(Phase.AVAILABLE, timeout=60)
+    cluster.fail_readiness(f"{pcs}-0-frontend-1")
+    return replica, (await replica.wait(lambda s: bool(s.deadlines), what="deadline")).deadlines[0]
+
+
+async def _past_deadline(deadline: DeadlineStatus) -> None:
+    await asyncio.sleep(max(0.0, (deadline.due_at - datetime.now(UTC)).total_seconds()) + DOWN_AFTER_DEADLINE_S)
+
+
+async def _terminated_once(replica: Replica, deadline: DeadlineStatus, since: float, what: str) -> None:
+    status = await replica.wait(lambda s: s.terminations_total > 0, timeout=150, what="the termination")
+    assert status.terminations_total == 1
+    record = status.terminations[0]
+    assert record.at >= deadline.due_at, "never before the deadline"
+    print(f"\nthe workflow terminated {record.at.timestamp() - since:.2f} s after {what}, "
+          f"{(record.at - deadline.due_at).total_seconds():.1f} s after its deadline")
+
+
+async def test_a_termination_due_during_an_outage_is_retried_as_soon_as_kube_apiserver_answers(
+        outage_stack: LocalStack, temporal: Client, tmp_path: Path) -> None:
+    cluster = _namespace(outage_stack, "outage")
     worker = WorkerProcess(kubeconfig=Path(outage_stack.kubeconfig), temporal_address=outage_stack.temporal_address,
-                           namespace=namespace, log_dir=tmp_path).start()
+                           namespace=cluster.namespace, log_dir=tmp_path).start()
     try:
-        cluster.apply(pcs_manifest("down", namespace, termination_delay=f"{DELAY_S}s",
-                                   cliques=[clique("frontend", 2, 2)]))
-        wait_for(lambda: cluster.ready_pods(2), timeout=60, what="2 Ready pods")
-        replica = Replica(temporal, cluster, "down")
-        await replica.wait_phase(Phase.AVAILABLE)
-
-        cluster.fail_readiness("down-0-frontend-1")
-        deadline = (await replica.wait(lambda s: bool(s.deadlines), what="deadline")).deadlines[0]
+        replica, deadline = await _breached(cluster, temporal, "down")
         outage_stack.stop_component("kube-apiserver")
-        await asyncio.sleep(max(0.0, (deadline.due_at - datetime.now(UTC)).total_seconds()) + DOWN_AFTER_DEADLINE_S)
+        await _past_deadline(deadline)
         outage_stack.start_component("kube-apiserver")
-        back_at = time.time()
-
-        status = await replica.wait(lambda s: s.terminations_total > 0, timeout=60, what="the termination")
-        assert status.terminations_total == 1
-        record = status.terminations[0]
-        assert record.at >= deadline.due_at, "never before the deadline"
-        print(f"\nthe workflow terminated {record.at.timestamp() - back_at:.2f} s after kube-apiserver answered "
-              f"again, {(record.at - deadline.due_at).total_seconds():.1f} s after its deadline")
+        await _terminated_once(replica, deadline, time.time(), "kube-apiserver answered again")
 
         history = await replica.handle.fetch_history()
         retried = [e.activity_task_started_event_attributes for e in history.events
@@ -127,38 +140,20 @@ def partitions() -> Iterator[Partitions]:
 
 async def test_a_termination_due_during_a_partition_from_kube_apiserver_comes_soon_after_it_heals(
         outage_stack: LocalStack, temporal: Client, partitions: Partitions) -> None:
-    api_client = outage_stack.kube_client()
-    apply_crds(api_client)
-    kube = Kube(api_client)
-    namespace = "partition"
-    kube.create(NAMESPACES, None, {"metadata": {"name": namespace}})
-    wait_for(lambda: kube.get(SERVICEACCOUNTS, namespace, "default"), timeout=30, what="default ServiceAccount")
-    cluster = Cluster(kube, namespace)
-    argv = worker_argv(Path(outage_stack.kubeconfig), outage_stack.temporal_address, namespace, f"tq-{namespace}")
+    cluster = _namespace(outage_stack, "partition")
+    argv = worker_argv(Path(outage_stack.kubeconfig), outage_stack.temporal_address, cluster.namespace,
+                       f"tq-{cluster.namespace}")
     worker = outage_stack.spawn("partitioned-worker", partitions.wrap("partitioned-worker", argv))
     assert outage_stack.apiserver is not None
     port = outage_stack.apiserver.port
     try:
-        cluster.apply(pcs_manifest("cut", namespace, termination_delay=f"{DELAY_S}s",
-                                   cliques=[clique("frontend", 2, 2)]))
-        wait_for(lambda: cluster.ready_pods(2), timeout=90, what="2 Ready pods")
-        replica = Replica(temporal, cluster, "cut")
-        await replica.wait_phase(Phase.AVAILABLE, timeout=60)
-
-        cluster.fail_readiness("cut-0-frontend-1")
-        deadline = (await replica.wait(lambda s: bool(s.deadlines), what="deadline")).deadlines[0]
+        replica, deadline = await _breached(cluster, temporal, "cut")
         partitions.drop("partitioned-worker", port)
-        await asyncio.sleep(max(0.0, (deadline.due_at - datetime.now(UTC)).total_seconds()) + DOWN_AFTER_DEADLINE_S)
+        await _past_deadline(deadline)
         partitions.heal("partitioned-worker", port)
-        healed_at = time.time()  # a request still in flight comes through on TCP's own retransmission, about 8 s
-        # later at this length (measured before the change too); 40 s after the deadline: 0.3 s, against 1.4-1.5 s
-
-        status = await replica.wait(lambda s: s.terminations_total > 0, timeout=150, what="the termination")
-        assert status.terminations_total == 1
-        record = status.terminations[0]
-        assert record.at >= deadline.due_at, "never before the deadline"
-        print(f"\nthe workflow terminated {record.at.timestamp() - healed_at:.2f} s after the partition healed, "
-              f"{(record.at - deadline.due_at).total_seconds():.1f} s after its deadline")
+        # A request still in flight comes through on TCP's own retransmission, about 8 s after the heal at this
+        # length (measured before the change too); 40 s after the deadline: 0.3 s, against 1.4-1.5 s before.
+        await _terminated_once(replica, deadline, time.time(), "the partition healed")
     finally:
         partitions.heal("partitioned-worker", port)
         worker.stop()
