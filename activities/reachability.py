@@ -20,7 +20,8 @@ from datetime import timedelta
 
 PROBE_EVERY_SECONDS = 0.5
 PROBE_TIMEOUT_SECONDS = 1.0
-# The next attempt, once kube-apiserver answers: at once (Temporal's server rounds an activity's to about a second).
+# The next attempt, once kube-apiserver answers: at once (for an activity, not a local one, Temporal's server made
+# it about a second on the dev server here).
 RETRY_WHEN_BACK = timedelta(milliseconds=100)
 # The next attempt while it is still down: an activity's at once (its attempt waited as long as it could, and
 # retries cost no history). A local activity holds its replica's workflow task open while it runs, and a status query

@@ -129,31 +129,33 @@ def _translate(what: str, exc: KubeError) -> NoReturn:
     raise exc  # conflict or server error: retried with backoff
 
 
-def _attempt_deadline() -> float | None:
-    """In an activity: when (time.monotonic) its requests must have ended, ATTEMPT_MARGIN_SECONDS before the attempt
-    times out, so a request that hangs fails as unreachable within it (kubeapi.REQUEST_DEADLINE)."""
+def _attempt_seconds_left() -> float | None:
+    """In an activity: the seconds its attempt has left, less ATTEMPT_MARGIN_SECONDS; None outside one."""
     if not activity.in_activity():
         return None
     info = activity.info()
     if info.start_to_close_timeout is None:
         return None
     spent = (datetime.now(UTC) - info.started_time).total_seconds()
-    return time.monotonic() + info.start_to_close_timeout.total_seconds() - spent - ATTEMPT_MARGIN_SECONDS
+    return info.start_to_close_timeout.total_seconds() - spent - ATTEMPT_MARGIN_SECONDS
+
+
+def _attempt_deadline() -> float | None:
+    """When (time.monotonic) an activity's requests must have ended, so that a request that hangs fails as
+    unreachable within the attempt (kubeapi.REQUEST_DEADLINE)."""
+    left = _attempt_seconds_left()
+    return None if left is None else time.monotonic() + left
 
 
 def _wait_until_answered(exc: KubeError) -> bool | None:
     """In an activity: wait, within the attempt's own time, until kube-apiserver answers again (activities/
     reachability.py). True when it does, False when the attempt's time ran out first, None outside an activity."""
-    if exc.reachability is None or not activity.in_activity():
+    left = _attempt_seconds_left()
+    if exc.reachability is None or left is None:
         return None
-    info = activity.info()
-    if info.start_to_close_timeout is None:
-        return None
-    spent = (datetime.now(UTC) - info.started_time).total_seconds()
-    seconds = info.start_to_close_timeout.total_seconds() - spent - ATTEMPT_MARGIN_SECONDS
-    if info.is_local:
-        seconds = min(seconds, LOCAL_WAIT_SECONDS)
-    return exc.reachability.wait(seconds, beat=None if info.is_local else activity.heartbeat,
+    local = activity.info().is_local
+    return exc.reachability.wait(min(left, LOCAL_WAIT_SECONDS) if local else left,
+                                 beat=None if local else activity.heartbeat,
                                  given_up=lambda: activity.is_cancelled() or activity.is_worker_shutdown())
 
 
