@@ -49,7 +49,6 @@ class Reachability:
         self._probing = False
         self._answered_at = float("-inf")  # when the last probe that kube-apiserver answered began
         self._next_probe_at = float("-inf")
-        self.probes = 0
 
     def wait(self, seconds: float, beat: Callable[[], None] | None = None,
              given_up: Callable[[], bool] | None = None) -> bool:
@@ -75,7 +74,6 @@ class Reachability:
                     self._probing = True
                     probed_at = now
                     self._next_probe_at = now + PROBE_EVERY_SECONDS
-                    self.probes += 1
             if waited:
                 if beat is not None:
                     beat()

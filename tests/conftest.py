@@ -50,14 +50,10 @@ def stack() -> Iterator[LocalStack]:
     Torn down at the end of the session whatever happened; atexit and the SIGTERM hook are the backstop when the
     session itself is killed, and the next start reaps what a SIGKILLed session left.
     """
-    from localstack.stack import LocalStack, StackOptions
+    from localstack.stack import StackOptions, running_stack
 
-    local_stack = LocalStack(StackOptions(nodes=3))
-    try:
-        local_stack.start()
+    with running_stack(StackOptions(nodes=3)) as local_stack:
         yield local_stack
-    finally:
-        local_stack.stop()
 
 
 @pytest.fixture(scope="session")

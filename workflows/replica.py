@@ -285,12 +285,14 @@ class ReplicaWorkflow:
                 # A force_terminate update waits for the main loop to act on its request, so waiting for every
                 # handler to finish would wait forever while one is queued: serve queued requests first, then hand
                 # over (nothing queued is ever dropped by continue-as-new).
-                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or self._controls.queued())
+                def settled() -> bool:
+                    return workflow.all_handlers_finished() or self._controls.queued()
+
+                await workflow.wait_condition(settled)
                 while (not self._controls.queued() and self._update_task == workflow.info().get_current_history_length()
                        and self._patched(UPDATE_HANDOVER_PATCH)):
                     await workflow.sleep(HANDOVER_AFTER_UPDATE, summary="hand over after the task that took an update")
-                    await workflow.wait_condition(
-                        lambda: workflow.all_handlers_finished() or self._controls.queued())
+                    await workflow.wait_condition(settled)
                 if not self._controls.queued():
                     workflow.continue_as_new(self._next_input())
             self._nudges.look_again = False

@@ -8,6 +8,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -73,25 +74,30 @@ def test_the_worker_log_drops_urllib3s_per_retry_lines_and_keeps_its_other_warni
     assert pool.filter(full)
 
 
-def _in_activity(exc: KubeError, *, local: bool, attempt: int = 1) -> ApplicationError:
+def _in_activity(body: Callable[[], object], *, local: bool, attempt: int = 1,
+                 seconds: float | None = None) -> ApplicationError:
+    """What `body` raises as an activity that translates errors, run in an activity context: an attempt of `seconds`
+    (by default what the replica workflow gives: 10 s to a local activity, 60 s to an activity)."""
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, is_local=local, attempt=attempt, started_time=datetime.now(UTC),
-                                   start_to_close_timeout=timedelta(seconds=10 if local else 60))
-
-    @translating_errors("read replica")
-    def activity_body() -> None:
-        raise exc
-
+                                   start_to_close_timeout=timedelta(seconds=seconds or (10 if local else 60)))
     with pytest.raises(ApplicationError) as raised:
-        env.run(activity_body)
+        env.run(translating_errors("read replica")(body))
     return raised.value
+
+
+def _refused(reachability: Reachability) -> Callable[[], None]:
+    def body() -> None:
+        raise KubeError(0, "connection refused", reachability=reachability)
+
+    return body
 
 
 def test_an_attempt_that_met_an_outage_asks_for_the_next_at_once_when_kube_apiserver_answers_again() -> None:
     back_at = time.monotonic() + 0.6
     answers = Reachability(lambda timeout: time.monotonic() >= back_at)
     began = time.monotonic()
-    err = _in_activity(KubeError(0, "connection refused", reachability=answers), local=False)
+    err = _in_activity(_refused(answers), local=False)
     assert err.type == UNREACHABLE and err.next_retry_delay == RETRY_WHEN_BACK
     assert time.monotonic() - began < 2.0, "returned once it answered, not at the end of the attempt's time"
 
@@ -101,7 +107,7 @@ def test_a_local_activity_waits_two_seconds_at_most_and_backs_off_on_a_timer_fro
         attempt: int, delay: int) -> None:
     down = Reachability(lambda timeout: False)
     began = time.monotonic()
-    err = _in_activity(KubeError(0, "connection refused", reachability=down), local=True, attempt=attempt)
+    err = _in_activity(_refused(down), local=True, attempt=attempt)
     assert 2.0 <= time.monotonic() - began < 3.0
     assert err.next_retry_delay == timedelta(seconds=delay)
 
@@ -125,21 +131,12 @@ def test_a_request_that_hangs_fails_as_unreachable_within_the_attempt_not_at_the
     configuration.retries = RETRIES  # as api_client() sets it
     api = client.ApiClient(configuration)
     kube = Kube(api, timeout=30.0)
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, is_local=True, attempt=1, started_time=datetime.now(UTC),
-                                   start_to_close_timeout=timedelta(seconds=4))
-
-    @translating_errors("read replica")
-    def activity_body() -> None:
-        kube.get(PODS, "ns", "p")
-
     began = time.monotonic()
     try:
-        with pytest.raises(ApplicationError) as raised:
-            env.run(activity_body)
+        err = _in_activity(lambda: kube.get(PODS, "ns", "p"), local=True, seconds=4)
     finally:
         listener.close()
         for conn in accepted:
             conn.close()
-    assert raised.value.type == UNREACHABLE and "timed out" in raised.value.message.lower(), raised.value.message
+    assert err.type == UNREACHABLE and "timed out" in err.message.lower(), err.message
     assert time.monotonic() - began < 4.0, "ended within the attempt's 4 s"

@@ -33,7 +33,7 @@ from bench.cluster import NAMESPACES, SERVICEACCOUNTS
 from faults.injector import worker_argv
 from faults.partition import Partitions
 from localstack.crds import apply_crds
-from localstack.stack import LocalStack, StackOptions
+from localstack.stack import LocalStack, StackOptions, running_stack
 from localstack.workerproc import WorkerProcess
 from tests.e2e.harness import Cluster, Replica, clique, pcs_manifest, wait_for
 from workflows.messages import DeadlineStatus, Phase
@@ -50,12 +50,8 @@ DOWN_AFTER_DEADLINE_S = 18
 def outage_stack() -> Iterator[LocalStack]:
     """A stack per test: after kube-apiserver was stopped, kube-controller-manager and kube-scheduler may exit (they
     lose their leases), and the next test would find no default ServiceAccount made for its namespace."""
-    stack = LocalStack(StackOptions(nodes=1))
-    try:
-        stack.start()
+    with running_stack(StackOptions(nodes=1)) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="module")
