@@ -120,10 +120,8 @@ async def _update(client: Client, workflow_id: str, name: str, arg: object | Non
     handle = client.get_workflow_handle(workflow_id)
     for wait in (*NOT_READY_RETRIES, None):
         try:
-            if arg is None:
-                result: ControlResult = await handle.execute_update(name, result_type=ControlResult)
-            else:
-                result = await handle.execute_update(name, arg, result_type=ControlResult)
+            result: ControlResult = await handle.execute_update(name, *(() if arg is None else (arg,)),
+                                                                result_type=ControlResult)
             return result
         except WorkflowUpdateFailedError as err:
             cause = err.cause
