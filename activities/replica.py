@@ -45,6 +45,7 @@ from activities.native_gangs import NativeGangs
 from activities.observe import (
     ClusterView,
     SpecReading,
+    clique_states,
     controller_uid,
     drift,
     name_of,
@@ -63,6 +64,7 @@ from activities.scaling import config_annotations, report_clamped, scale_in_orde
 from activities.status import mirror, mirror_pcs
 from activities.watch_cache import NotFresh, WatchCache
 from grove import manifests, names, ownership
+from grove.evaluate import still_due
 from grove.plan import ReplicaPlan
 from grove.release import base_lagging, decide_releases
 from workflows.contract import (
@@ -92,7 +94,7 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
-from workflows.presentation import gate_states
+from workflows.presentation import gate_states, observation_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -105,6 +107,10 @@ UNREACHABLE = "ApiServerUnreachable"
 # An attempt that found kube-apiserver unreachable waits for it until this much of its start-to-close time is left
 # (an activity has 60 s; one that used them all would time out), a local activity 2 s at most (reachability.py).
 ATTEMPT_MARGIN_SECONDS = 1.5
+# terminate_gang decides a breach again on a read of its own when the workflow's read is older than this (or on a
+# retried attempt): normally the activity starts milliseconds after that read, and a second read would only add to
+# how late the termination comes.
+RECHECK_AFTER_SECONDS = 1.0
 
 
 def _translate(what: str, exc: KubeError) -> NoReturn:
@@ -388,6 +394,11 @@ class ReplicaActivities:
         ref = request.ref
         if not pcs_still_ours(self.kube, ref):
             return TerminateResult(already_gone=tuple(request.cliques), at=datetime.now(UTC))
+        healed = self._healed_since_decided(request)
+        if healed:
+            log.warning("gang termination of %s not carried out: %s", ref, healed)
+            events.record(self.kube, ref, "TerminationSkipped", f"{request.reason}: not carried out, {healed}")
+            return TerminateResult(at=datetime.now(UTC), healed=healed)
         deleted, gone = delete_incarnations(self.kube, ref.namespace, request.cliques)
         selector = names.replica_selector(ref.pcs, ref.replica)
         for gang in self.kube.list_items(PODGANGS, ref.namespace, label_selector=selector):
@@ -408,6 +419,26 @@ class ReplicaActivities:
         events.record(self.kube, ref, "GangTerminated", f"{details}; deleted {_short_list(deleted) or 'nothing'}",
                       type="Warning")
         return TerminateResult(deleted=tuple(deleted), already_gone=tuple(gone), at=at)
+
+    def _healed_since_decided(self, request: TerminateRequest) -> str:
+        """Why the breach no longer calls for this termination, on a read made now; "" when it still does, or when
+        the decision's own read is recent. An attempt retried after kube-apiserver was unreachable (or one that
+        started late) would otherwise delete on a read from before the outage, while the kubelets' reports that
+        the pods recovered were waiting for kube-apiserver to come back."""
+        recheck = request.recheck
+        if recheck is None:  # forced by an operator, or asked by a run older than the recheck
+            return ""
+        attempt = activity.info().attempt if activity.in_activity() else 1
+        age = (datetime.now(UTC) - recheck.read_at).total_seconds()
+        if attempt == 1 and age < RECHECK_AFTER_SECONDS:
+            return ""
+        observed = observation_of(clique_states(read_pods(self.kube, request.ref)), recheck.updating)
+        if still_due(recheck.topology, observed, recheck.memory, request.deadline, tuple(request.cliques)):
+            return ""
+        counts = [f"{unit.name} {seen.ready}/{unit.min_available} Ready" if (seen := observed.cliques.get(unit.name))
+                  else f"{unit.name} gone" for unit in recheck.topology.cliques if unit.name in request.cliques]
+        return (f"the breach has healed: a read made {age:.1f} s after the decision's (attempt {attempt}) shows "
+                f"{_short_list(counts)}")
 
     # --- scale-in ------------------------------------------------------------------------------------------------
     @activity.defn(name=DELETE_REPLICA)

@@ -26,7 +26,13 @@ from workflows.contract import (
     RECREATE_FOR_UPDATE,
     TERMINATE_GANG,
 )
-from workflows.messages import EnsureResult, RecreateRequest, ReplicaSnapshot, TerminateRequest
+from workflows.messages import (
+    EnsureResult,
+    RecreateRequest,
+    ReplicaSnapshot,
+    TerminateRequest,
+    TerminateResult,
+)
 
 T = TypeVar("T")
 OBSERVES = (OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED)  # a round's read, from the apiserver or the watch cache
@@ -44,10 +50,16 @@ class TerminateCall:
     scheduled_at: datetime  # server time of ActivityTaskScheduled
     request: TerminateRequest
     completed_at: datetime | None  # server time of ActivityTaskCompleted; None while in flight (or failed)
+    healed: str = ""  # the result's: a read of the activity's own showed the breach healed, nothing was deleted
 
     @property
     def completed(self) -> bool:
         return self.completed_at is not None
+
+    @property
+    def carried_out(self) -> bool:
+        """Completed, and it deleted (or found gone) what it named: a termination the workflow counts."""
+        return self.completed and not self.healed
 
     @property
     def key(self) -> str:
@@ -183,7 +195,8 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
                 on_read(name, scheduled_event.event_time.ToDatetime(tzinfo=UTC), attrs_done.result)
             elif name == TERMINATE_GANG:
                 digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
-                                                 completed_at=event.event_time.ToDatetime(tzinfo=UTC)))
+                                                 completed_at=event.event_time.ToDatetime(tzinfo=UTC),
+                                                 healed=decoded(attrs_done.result, TerminateResult).healed))
         elif (local := local_activity(event)) is not None:  # scheduled and completed in one marker
             on_scheduled(local.name)
             if local.name in OBSERVES + ENSURES and local.result is not None:
@@ -207,12 +220,13 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
     return digest
 
 
-def _call(workflow_id: str, run_id: str, event: HistoryEvent, *, completed_at: datetime | None) -> TerminateCall:
+def _call(workflow_id: str, run_id: str, event: HistoryEvent, *, completed_at: datetime | None,
+          healed: str = "") -> TerminateCall:
     attrs = event.activity_task_scheduled_event_attributes
     return TerminateCall(
         workflow_id=workflow_id, run_id=run_id, event_id=event.event_id,
         scheduled_at=event.event_time.ToDatetime(tzinfo=UTC),
-        request=decoded(attrs.input, TerminateRequest), completed_at=completed_at,
+        request=decoded(attrs.input, TerminateRequest), completed_at=completed_at, healed=healed,
     )
 
 

@@ -111,6 +111,7 @@ def never_early(digests: dict[ReplicaKey, WorkflowDigest], pclqs: dict[str, Pclq
             request = call.request
             found.counts["terminations_checked"] += 1
             found.counts[f"terminations_{request.scope.value}{'_forced' if request.forced else ''}"] += 1
+            found.counts["terminations_found_healed"] += bool(call.healed)
             if not request.forced:
                 if request.breach_start is None or request.delay is None:
                     found.violate(NEVER_EARLY, f"nostart/{call.key}", f"{key}: breach termination without breach "
@@ -194,7 +195,7 @@ def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: 
     found = Findings()
     for key, digest in digests.items():
         calls = digest.terminations
-        done = [c for c in calls if c.completed]
+        done = [c for c in calls if c.carried_out]  # one the activity found healed deleted nothing, counts nothing
         if settled:
             for call in calls:
                 if not call.completed:
@@ -225,7 +226,7 @@ def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: 
                                   f"began {request.breach_start.isoformat()}, before the termination {earlier.key} "
                                   f"of the same target completed ({earlier.completed_at.isoformat()})")
         # Every PodClique incarnation of ours that was deleted was named by one of this workflow's terminations.
-        named = {uid for call in calls for uid in call.request.cliques.values()}
+        named = {uid for call in calls if not call.healed for uid in call.request.cliques.values()}
         for record in pclqs.values():
             if record.ours and _labels_key(record.labels) == key and record.deleting_seen is not None:
                 if histories_read_at is not None and record.deleting_seen >= histories_read_at:
@@ -255,7 +256,7 @@ def exactly_once(digests: dict[ReplicaKey, WorkflowDigest], terminations_total: 
             by_replica[(pcs, int(replica))] += int(event.get("count") or 1)
     for key, count in by_replica.items():
         found.counts["gang_terminated_events"] += count
-        done_count = len([c for c in digests[key].terminations if c.completed]) if key in digests else 0
+        done_count = len([c for c in digests[key].terminations if c.carried_out]) if key in digests else 0
         if count > done_count:
             found.violate(EXACTLY_ONCE, f"events/{key}/{count}", f"{key}: {count} GangTerminated Events for "
                           f"{done_count} terminations")

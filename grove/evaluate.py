@@ -167,9 +167,37 @@ def forget_terminated(memory: ReplicaMemory, termination: Termination) -> Replic
     )
 
 
+def forget_healed(memory: ReplicaMemory, termination: Termination) -> ReplicaMemory:
+    """The memory after a termination was not carried out because a later read showed its breach healed: the breach
+    clocks it covered are stopped, as a read showing the heal would have stopped them, so a breach seen again starts
+    a new clock instead of being due at once on the old one. Incarnations and their availability are kept."""
+    gone = set(termination.cliques)
+    if termination.scope is Scope.PCS_REPLICA:
+        groups_cleared = set(memory.scaling_group_breach_starts)
+    else:
+        groups_cleared = {termination.scaling_group} if termination.scaling_group else set()
+    return memory.model_copy(update={
+        "clique_breach_starts": {k: v for k, v in memory.clique_breach_starts.items() if k not in gone},
+        "scaling_group_breach_starts": {
+            k: v for k, v in memory.scaling_group_breach_starts.items() if k not in groups_cleared},
+    })
+
+
 def _breach_start(previous: datetime | None, breached: bool, now: datetime) -> datetime | None:
     """A breach begins at the transition to True and lasts while True; anything else heals it. A reason or message
     change while True is not a transition, so the clock keeps running."""
     if not breached:
         return None
     return previous if previous is not None else now
+
+
+def still_due(topology: ReplicaTopology, observed: ReplicaObservation, memory: ReplicaMemory, due_by: datetime,
+              cliques: tuple[str, ...] | list[str]) -> bool:
+    """Whether a later read still makes a termination of `cliques` due, judged as the workflow judged it: `memory`
+    is the one the decision was made with, `due_by` the deadline that fell due. A breach the read no longer shows
+    has healed; one it shows anew starts at `due_by` and is not due yet; a PodClique replaced meanwhile is a new
+    incarnation, never breached. A due termination of a larger scope that covers `cliques` counts (the PCS replica
+    breached as a whole while a PCSG replica's termination waited)."""
+    again = evaluate_replica(topology, observed, memory, now=due_by, due_by=due_by)
+    wanted = set(cliques)
+    return any(wanted <= set(termination.cliques) for termination in again.terminations)

@@ -186,6 +186,17 @@ class ReleaseResult(Message):
     held: str = Field(default="", description="why nothing was released: the base gang is not scheduled now")
 
 
+class BreachRecheck(Message):
+    """What a breach termination was decided on, for grove.evaluate.still_due. An attempt retried after an outage
+    (or started late) deletes only if a read of its own still shows the breach: kubelets report Ready again once
+    kube-apiserver is back, and a decision read before the outage must not delete what has recovered since."""
+
+    topology: ReplicaTopology
+    memory: ReplicaMemory = Field(description="the evaluation's memory: breach starts, available incarnations")
+    updating: tuple[str, ...] = Field(default=(), description="PodCliques under a rolling update step then")
+    read_at: AwareDatetime = Field(description="activity clock of the read the decision was made on")
+
+
 class TerminateRequest(Message):
     ref: ReplicaRef
     scope: Scope
@@ -198,12 +209,17 @@ class TerminateRequest(Message):
     breach_start: AwareDatetime | None = None
     delay: timedelta | None = None
     deadline: AwareDatetime
+    recheck: BreachRecheck | None = Field(
+        default=None, description="a breach's termination: what decided it, to decide it again on a read of the "
+                                  "activity's own when the decision's read is old (None: forced, or an older run)")
 
 
 class TerminateResult(Message):
     deleted: tuple[str, ...] = ()
     already_gone: tuple[str, ...] = ()
     at: AwareDatetime = Field(description="activity clock when the deletes were issued")
+    healed: str = Field(default="", description="why nothing was deleted: a read made by the activity no longer "
+                                                "shows the breach")
 
 
 class RecreateRequest(Message):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from temporalio.common import SearchAttributeUpdate
@@ -41,20 +41,21 @@ from workflows.signals import Received
 MAX_DETAIL_ROWS = 24
 
 
-def live_cliques(snapshot: ReplicaSnapshot, updating: frozenset[str] = frozenset()) -> dict[str, CliqueObservation]:
-    """What the decisions see: PodCliques being deleted count as absent; `updating` are under a rolling update."""
-    return {
+def observation(snapshot: ReplicaSnapshot, updating: frozenset[str] = frozenset()) -> ReplicaObservation:
+    return observation_of(snapshot.cliques, updating)
+
+
+def observation_of(cliques: Mapping[str, CliqueState], updating: Collection[str] = ()) -> ReplicaObservation:
+    """What the decisions see: PodCliques being deleted count as absent; `updating` are under a rolling update. The
+    workflow's rounds and terminate_gang's recheck (activities/replica.py) see a read the same way."""
+    return ReplicaObservation(cliques={
         name: CliqueObservation(
             uid=state.uid, ready=state.ready, scheduled=state.scheduled, gated=state.gated, pods=state.pods,
             update_in_progress=name in updating,
         )
-        for name, state in snapshot.cliques.items()
+        for name, state in cliques.items()
         if not state.terminating
-    }
-
-
-def observation(snapshot: ReplicaSnapshot, updating: frozenset[str] = frozenset()) -> ReplicaObservation:
-    return ReplicaObservation(cliques=live_cliques(snapshot, updating))
+    })
 
 
 def gate_states(snapshot: ReplicaSnapshot) -> dict[str, CliqueGateState]:

@@ -23,7 +23,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_terminated
+    from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_healed, forget_terminated
     from grove.release import GateDecision, base_members, decide_releases, gangs_of_termination
     from grove.startup import StartupDecision, decide_starts
     from grove.termination import Scope, Termination
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.controls import ControlQueue
     from workflows.messages import (
+        BreachRecheck,
         CachedObserveRequest,
         ControlResult,
         DeleteReplicaResult,
@@ -360,9 +361,9 @@ class ReplicaWorkflow:
             termination = self._next_termination(topology, evaluation)
         self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
         if termination is not None:
-            await self._terminate(topology, snapshot, termination)
+            carried_out = await self._terminate(topology, snapshot, termination, updating)
             self._nudges.look_again = True  # look again at once: recreate, and see what is left
-            self._set_phase(Phase.CREATING)
+            self._set_phase(Phase.CREATING if carried_out else self._phase_of(snapshot, evaluation))
         return None
 
     async def _observe(self) -> ReplicaSnapshot:
@@ -645,7 +646,9 @@ class ReplicaWorkflow:
             return None
         return evaluation.terminations[0]
 
-    async def _terminate(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot, termination: Termination) -> None:
+    async def _terminate(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot, termination: Termination,
+                         updating: frozenset[str]) -> bool:
+        """Carry out one termination; False when the activity found the breach healed and deleted nothing."""
         self._set_phase(Phase.TERMINATING)
         uids = {
             name: state.uid
@@ -658,11 +661,23 @@ class ReplicaWorkflow:
             scaling_group_replica=termination.scaling_group_replica, cliques=uids, pod_gangs=gangs,
             reason=termination.reason, forced=termination.forced, breach_start=termination.breach_start,
             delay=termination.delay, deadline=termination.deadline,
+            # What a breach's termination was decided on, for terminate_gang to decide it again on a read of its
+            # own when this read is old (an attempt retried after a kube-apiserver outage). No patch: the commands
+            # differ only after a result that says it found the breach healed, which no older history holds, and a
+            # replay does not compare an activity's input (tests/workflows/test_upgrade_compat.py).
+            recheck=None if termination.forced else BreachRecheck(
+                topology=topology, memory=self.state.memory, updating=tuple(sorted(updating)),
+                read_at=snapshot.read_at),
         )
         what = termination.scope.value + (
             f" {termination.scaling_group}[{termination.scaling_group_replica}]" if termination.scaling_group else ""
         )
-        await self._activity(TERMINATE_GANG, request, TerminateResult, f"gang-terminate {what}")
+        result = await self._activity(TERMINATE_GANG, request, TerminateResult, f"gang-terminate {what}")
+        if result.healed:
+            # Nothing was deleted: the next round, at once, sees the breach healed (or breached anew) for itself.
+            workflow.logger.warning("gang termination of %s not carried out: %s", what, result.healed)
+            self.state.memory = forget_healed(self.state.memory, termination)
+            return False
         record = TerminationRecord(
             incarnation=self.state.incarnation, at=workflow.now(), scope=termination.scope,
             scaling_group=termination.scaling_group, scaling_group_replica=termination.scaling_group_replica,
@@ -680,6 +695,7 @@ class ReplicaWorkflow:
         if termination.forced and self._controls.queued():
             self._controls.carried_out(what, record)
         workflow.logger.warning("gang-terminated %s: %s", what, termination.reason)
+        return True
 
     # --- phase, search attributes, UI --------------------------------------------------------------------------------
     def _phase_of(self, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation) -> Phase:

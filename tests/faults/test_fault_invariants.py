@@ -4,6 +4,7 @@ object) and passing the correct case; round plans are repeatable from a seed and
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import time
@@ -132,6 +133,19 @@ def test_a_podclique_deleted_without_a_termination_naming_it_fails() -> None:
     stray = pclq("uid-x", deleted=at(3), seen=at(3).timestamp())
     assert exactly(call(1, 3.0), pclqs={"uid-1": named}) == []
     assert exactly(call(1, 3.0), pclqs={"uid-x": stray}) == ["unexplained"]
+
+
+def test_a_termination_found_healed_counts_as_none_and_excuses_no_deletion() -> None:
+    """terminate_gang found the breach healed and deleted nothing: the workflow counts no termination; the breach
+    seen again later is terminated (same start: the checker does not count the healed call twice); a PodClique it
+    named but that was deleted anyway is unexplained."""
+    healed = dataclasses.replace(call(1, 3.0), healed="the breach has healed")
+    again = call(2, 6.0)
+    assert exactly(healed, total=0) == []
+    assert exactly(healed, again, total=1) == []
+    assert exactly(healed, total=1) == ["total"]
+    deleted = pclq("uid-1", deleted=at(3), seen=at(3).timestamp())
+    assert exactly(healed, pclqs={"uid-1": deleted}, total=0) == ["unexplained"]
 
 
 def test_a_podclique_outside_the_plan_is_an_hpa_scale_in_not_an_unexplained_deletion() -> None:

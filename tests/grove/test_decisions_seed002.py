@@ -22,7 +22,9 @@ from grove.evaluate import (
     ReplicaMemory,
     ReplicaObservation,
     evaluate_replica,
+    forget_healed,
     forget_terminated,
+    still_due,
 )
 from grove.termination import Scope, Termination
 from grove.topology import CliqueUnit, ReplicaTopology, ScalingGroupUnit
@@ -558,3 +560,65 @@ def test_now_in_another_timezone_is_normalised_to_utc() -> None:
     )
     assert evaluation.cliques["p-0-frontend"].breach_start == at(5)
     assert evaluation.cliques["p-0-frontend"].breach_start.utcoffset() == timedelta(0)
+
+
+# --- deciding a termination again on a later read (terminate_gang's recheck) ----------------------------------------
+
+def _due_pcsg_termination(replica: Replica) -> Termination:
+    """sg replica 1's worker short from t=0; its PCSG-replica termination due at t=30."""
+    replica.observe(0)
+    replica.observe(1, ready={"sg-1-worker": 1})
+    (termination,) = replica.observe(31, ready={"sg-1-worker": 1}).terminations
+    assert termination.scope is Scope.PCSG_REPLICA and termination.scaling_group_replica == 1
+    return termination
+
+
+def _observed(replica: Replica, ready: dict[str, int], uids: dict[str, str] | None = None) -> ReplicaObservation:
+    ready = {f"p-0-{k}": v for k, v in ready.items()}
+    return ReplicaObservation(cliques={
+        c.name: CliqueObservation(uid=(uids or {}).get(c.name, replica.uids[c.name]), ready=ready.get(c.name, c.replicas),
+                                  scheduled=c.replicas, pods=c.replicas)
+        for c in replica.topology.cliques})
+
+
+def test_a_later_read_that_still_shows_the_breach_keeps_the_termination_due() -> None:
+    replica = Replica(build_topology())
+    termination = _due_pcsg_termination(replica)
+    later = _observed(replica, {"sg-1-worker": 1})
+    assert still_due(replica.topology, later, replica.memory, termination.deadline, termination.cliques)
+
+
+def test_a_later_read_that_shows_the_breach_healed_or_the_podclique_replaced_does_not() -> None:
+    replica = Replica(build_topology())
+    termination = _due_pcsg_termination(replica)
+    healed = _observed(replica, {})
+    assert not still_due(replica.topology, healed, replica.memory, termination.deadline, termination.cliques)
+    replaced = _observed(replica, {"sg-1-worker": 1}, uids={"p-0-sg-1-worker": "another incarnation"})
+    assert not still_due(replica.topology, replaced, replica.memory, termination.deadline, termination.cliques)
+
+
+def test_a_larger_termination_due_on_the_later_read_still_covers_the_smaller_one() -> None:
+    """The PCS replica breached as a whole (the frontend short past its delay) while a PCSG replica's termination
+    waited: deleting the whole replica includes it, so the smaller one is still due."""
+    replica = Replica(build_topology())
+    replica.observe(0)
+    replica.observe(1, ready={"sg-1-worker": 1, "frontend": 1})
+    (termination,) = replica.observe(31, ready={"sg-1-worker": 1, "frontend": 1}).terminations
+    assert termination.scope is Scope.PCS_REPLICA
+    pcsg_only = Termination(scope=Scope.PCSG_REPLICA, scaling_group="p-0-sg", scaling_group_replica=1,
+                            cliques=("p-0-sg-1-leader", "p-0-sg-1-worker"), breach_start=at(1), delay=secs(30),
+                            deadline=at(31), reason="sg-1 short")
+    later = _observed(replica, {"sg-1-worker": 1, "frontend": 1})
+    assert still_due(replica.topology, later, replica.memory, pcsg_only.deadline, pcsg_only.cliques)
+
+
+def test_a_breach_seen_again_after_a_termination_found_healed_starts_a_new_clock() -> None:
+    """The activity saw the breach healed and deleted nothing; the workflow's next read shows it short again (it
+    flapped). forget_healed stops the old clock, as a read showing the heal would have: not due at once."""
+    replica = Replica(build_topology())
+    termination = _due_pcsg_termination(replica)
+    replica.memory = forget_healed(replica.memory, termination)
+    assert replica.memory.was_available == {c.name: replica.uids[c.name] for c in replica.topology.cliques}
+    evaluation = replica.observe(32, ready={"sg-1-worker": 1})
+    assert not evaluation.terminations
+    assert evaluation.next_deadline == at(62), "a new breach from t=32, due a whole delay later"

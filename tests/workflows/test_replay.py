@@ -3,8 +3,8 @@ replays against today's workflow code without a non-determinism error.
 
 The fixture set must keep covering the paths that matter for determinism: a plain start to Available, a PCS-replica
 and a PCSG-replica gang termination, pause/resume, a force-terminate update, both sides of a continue-as-new, a
-scale-in to completion, the reconciler, and pods started in their startup order.
-scale-in to completion, the reconciler, a rolling update step of a replica and the rollout workflow.
+scale-in to completion, the reconciler, pods started in their startup order, a rolling update step of a replica and
+the rollout workflow, a hand-over after an update, and a termination its activity found healed.
 """
 
 from __future__ import annotations
@@ -65,6 +65,17 @@ def _terminations(history: WorkflowHistory) -> list[str]:
     return scopes
 
 
+def _terminations_found_healed(history: WorkflowHistory) -> int:
+    """terminate_gang calls whose result says a read of the activity's own showed the breach healed."""
+    scheduled = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                 if e.HasField("activity_task_scheduled_event_attributes")}
+    results = [json.loads(done.result.payloads[0].data) for e in history.events
+               if e.HasField("activity_task_completed_event_attributes")
+               and scheduled.get((done := e.activity_task_completed_event_attributes).scheduled_event_id)
+               == "terminate_gang"]
+    return sum(1 for result in results if result.get("healed"))
+
+
 def _workflow_type(history: WorkflowHistory) -> str:
     return history.events[0].workflow_execution_started_event_attributes.workflow_type.name
 
@@ -88,6 +99,8 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "rollout workflow": lambda h: _workflow_type(h) == ROLLOUT_WORKFLOW and ROLLOUT_REPORT_SIGNAL in _signals(h),
     "nudges with resourceVersions": lambda h: any(_versioned_nudge(e) for e in h.events),
     "hand-over after the task that took an update": lambda h: UPDATE_HANDOVER_PATCH in patches_in(list(h.events)),
+    "a termination found healed, then a new breach's": lambda h: _terminations_found_healed(h) > 0
+    and len(_terminations(h)) > 1,
 }
 
 

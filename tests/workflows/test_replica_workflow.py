@@ -29,7 +29,7 @@ from grove.models import PodCliqueSet
 from grove.plan import topology_for
 from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
-from tests.histories import replayer
+from tests.histories import replayer, save
 from worker.history_activities import activity_names, local_activity, patches_in
 from workflows import contract
 from workflows.messages import (
@@ -97,6 +97,7 @@ class ScriptedCluster:
         self.cache_delay = 0.0  # seconds each read from the watch cache takes (a loaded worker)
         self.read_clock_ahead = timedelta(0)  # the activity clock's lead over workflow time, as read_at says
         self.breached_reads: list[datetime] = []  # read_at of every read that showed a PodClique short of Ready
+        self.healed_reports = 0  # the next this many terminations report the breach healed and delete nothing
         self._lock = threading.Lock()
 
     def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
@@ -153,6 +154,9 @@ class ScriptedCluster:
             self.calls.append("terminate")
             with self._lock:
                 self.terminated.append((datetime.now(UTC), request))
+                if self.healed_reports > 0:
+                    self.healed_reports -= 1
+                    return TerminateResult(at=datetime.now(UTC), healed="the breach has healed (scripted)")
                 self.incarnation += 1
                 self.ready = 2  # recreated and Ready again
             return TerminateResult(deleted=tuple(request.cliques), at=datetime.now(UTC))
@@ -221,6 +225,48 @@ async def test_a_breach_is_terminated_once_by_the_durable_timer_never_before_its
         assert "BreachDetected" in cluster.events
         # Every activity, the termination included, is retried 20 s after its worker is lost (worker/heartbeats.py)
         assert _heartbeat_timeouts(await handle.fetch_history()) == {contract.ACTIVITY_HEARTBEAT_TIMEOUT}
+
+
+async def test_a_termination_found_healed_deletes_nothing_and_a_breach_seen_again_starts_a_new_clock(
+        client: Client, pytestconfig: pytest.Config) -> None:
+    """terminate_gang reports the breach healed on a read of its own (an attempt retried after an outage): the run
+    counts no termination and stops the breach's clock. Here the workflow's next read still shows the PodClique
+    short (it flapped back): that is a new breach, due a whole delay later, not at once on the old clock."""
+    cluster = ScriptedCluster(_pcs("flap"))
+    cluster.healed_reports = 1
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        await _breach(cluster, handle)
+        await _until(handle, lambda s: len(cluster.terminated) == 1, timeout=DELAY.total_seconds() + 15)
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=2 * DELAY.total_seconds() + 15)
+        history = await handle.fetch_history()
+    (found_healed_at, first), (_, second) = cluster.terminated
+    assert first.recheck is not None, "a breach's termination carries what it was decided on"
+    assert first.recheck.memory.clique_breach_starts == {"flap-0-api": first.breach_start}
+    assert first.recheck.topology == cluster.topology and first.recheck.read_at <= found_healed_at
+    assert first.breach_start is not None and second.breach_start is not None
+    assert second.breach_start >= found_healed_at, "the old clock was stopped"
+    assert second.deadline == second.breach_start + DELAY
+    assert second.recheck is not None and second.cliques == first.cliques
+    assert cluster.events.count("BreachDetected") == 2, cluster.events
+    await replayer().replay_workflow(history)
+    if pytestconfig.getoption("--record-histories"):
+        save(history, "termination_found_healed_then_new_breach")
+
+
+async def test_a_forced_termination_carries_no_recheck(client: Client) -> None:
+    """An operator's force-terminate is carried out whatever a later read shows: nothing to decide again."""
+    cluster = ScriptedCluster(_pcs("forced"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        result = await handle.execute_update(contract.FORCE_TERMINATE, ForceTerminateRequest(reason="t"),
+                                             result_type=ControlResult)
+        await _until(handle, lambda s: s.terminations_total == 1)
+    assert result.accepted
+    (_, request), = cluster.terminated
+    assert request.forced and request.recheck is None
 
 
 async def test_a_breach_never_begins_before_the_read_that_showed_it(client: Client) -> None:

@@ -104,3 +104,26 @@ async def test_without_the_guard_a_run_that_handed_over_in_the_task_that_took_an
     failure = await _replay_forced(monkeypatch, UPDATE_HANDOVER_PATCH,
                                    "baseline-9-5a41262-update_accepted_in_handover_task.json")
     assert "nondetermin" in failure.lower(), failure
+
+
+
+async def test_a_termination_scheduled_before_the_recheck_replays_with_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why the recheck of a breach's termination (BreachRecheck) needs no patch: today's code schedules the same
+    terminate_gang with a request that carries what it was decided on, and a replay does not compare an activity's
+    input, so a history recorded before it replays. This test fails if that stops being so (a replay that compares
+    inputs would need a patch). The run's commands then differ only after a result that says the breach healed,
+    which no history recorded before it holds."""
+    scheduled: list[object] = []
+    real = workflow.execute_activity
+
+    def recording(activity: object, *args: object, **kwargs: object) -> object:
+        if activity == "terminate_gang":
+            scheduled.append(args[0])
+        return real(activity, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(workflow, "execute_activity", recording)
+    history = load(FIXTURES / "compat" / "baseline-9-f9ecfbe-s5_pcsg_replica_termination.json")
+    result = await replayer(sandboxed=False).replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    assert scheduled and all(getattr(request, "recheck", None) is not None for request in scheduled), scheduled
