@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -278,9 +279,12 @@ def read_spec(pcs_obj: JSON | None, ref: ReplicaRef, scheduling: Scheduling | No
     )
 
 
-def clique_states(view: ClusterView, plan: ReplicaPlan | None = None) -> dict[str, CliqueState]:
+def clique_states(view: ClusterView, plan: ReplicaPlan | None = None,
+                  targets: Mapping[str, str] | None = None) -> dict[str, CliqueState]:
+    """Each PodClique's state; a pod is outdated when labelled with another template than `plan` (or `targets`,
+    PCLQ name -> pod template hash) gives its PodClique."""
     references = view.referenced()
-    planned = {p.name: p.pod_template_hash for p in plan.pod_cliques} if plan is not None else {}
+    planned = {p.name: p.pod_template_hash for p in plan.pod_cliques} if plan is not None else dict(targets or {})
     states: dict[str, CliqueState] = {}
     for name, pclq in view.pclqs.items():
         pods = view.live_pods_of(pclq)

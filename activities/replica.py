@@ -107,9 +107,9 @@ UNREACHABLE = "ApiServerUnreachable"
 # An attempt that found kube-apiserver unreachable waits for it until this much of its start-to-close time is left
 # (an activity has 60 s; one that used them all would time out), a local activity 2 s at most (reachability.py).
 ATTEMPT_MARGIN_SECONDS = 1.5
-# terminate_gang decides a breach again on a read of its own when the workflow's read is older than this (or on a
-# retried attempt): normally the activity starts milliseconds after that read, and a second read would only add to
-# how late the termination comes.
+# terminate_gang and recreate_for_update decide again on a read of their own when the workflow's read is older than
+# this (or on a retried attempt): normally the activity starts milliseconds after that read, and a second read would
+# only add to how late the deletion comes.
 RECHECK_AFTER_SECONDS = 1.0
 
 
@@ -428,17 +428,15 @@ class ReplicaActivities:
         recheck = request.recheck
         if recheck is None:  # forced by an operator, or asked by a run older than the recheck
             return ""
-        attempt = activity.info().attempt if activity.in_activity() else 1
-        age = (datetime.now(UTC) - recheck.read_at).total_seconds()
-        if attempt == 1 and age < RECHECK_AFTER_SECONDS:
+        stale = stale_decision(recheck.read_at)
+        if stale is None:
             return ""
         observed = observation_of(clique_states(read_pods(self.kube, request.ref)), recheck.updating)
         if still_due(recheck.topology, observed, recheck.memory, request.deadline, tuple(request.cliques)):
             return ""
         counts = [f"{unit.name} {seen.ready}/{unit.min_available} Ready" if (seen := observed.cliques.get(unit.name))
                   else f"{unit.name} gone" for unit in recheck.topology.cliques if unit.name in request.cliques]
-        return (f"the breach has healed: a read made {age:.1f} s after the decision's (attempt {attempt}) shows "
-                f"{_short_list(counts)}")
+        return f"the breach has healed: a read made {stale} shows {_short_list(counts)}"
 
     # --- scale-in ------------------------------------------------------------------------------------------------
     @activity.defn(name=DELETE_REPLICA)
@@ -502,6 +500,16 @@ def drift_in_cache(cache: WatchCache, scheduling: Scheduling | None, ref: Replic
             or ref.replica >= spec.wanted_replicas):
         return None
     return tuple(drift(view, spec.plan))
+
+
+def stale_decision(read_at: datetime) -> str | None:
+    """When the read a deletion was decided on calls for another: this attempt is a retry, or starts over
+    RECHECK_AFTER_SECONDS after that read (activity clocks). Says which, for the reason given; None otherwise."""
+    attempt = activity.info().attempt if activity.in_activity() else 1
+    age = (datetime.now(UTC) - read_at).total_seconds()
+    if attempt == 1 and age < RECHECK_AFTER_SECONDS:
+        return None
+    return f"{age:.1f} s after the decision's (attempt {attempt})"
 
 
 def pcs_still_ours(kube: Kube, ref: ReplicaRef) -> bool:

@@ -18,8 +18,8 @@ from activities import events
 from activities.fanout import fan_out
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODS, SCALINGGROUPS, Kube, ours, terminating
 from activities.metrics import CACHED_READS
-from activities.observe import ClusterView, SpecReading, clique_states, name_of, read_spec, uid_of
-from activities.replica import delete_incarnations, pcs_still_ours, translating_errors
+from activities.observe import ClusterView, SpecReading, clique_states, name_of, read_pods, read_spec, uid_of
+from activities.replica import delete_incarnations, pcs_still_ours, stale_decision, translating_errors
 from activities.status import merged_conditions
 from activities.watch_cache import NotFresh, WatchCache
 from grove import names
@@ -28,6 +28,7 @@ from grove.rollout import (
     ReplicaRollout,
     replica_available,
     replica_outdated,
+    replica_step,
     replica_updated,
     rollout_spec,
 )
@@ -96,19 +97,37 @@ class RolloutActivities:
         ref = request.ref
         if not pcs_still_ours(self.kube, ref):
             return RecreateResult(already_gone=(*request.pods, *request.cliques))
-        pclqs_deleted, pclqs_gone = delete_incarnations(self.kube, ref.namespace, request.cliques)
+        pods, cliques, deferred = self._still_picked(request)
+        pclqs_deleted, pclqs_gone = delete_incarnations(self.kube, ref.namespace, cliques)
         deleted = [f"PodClique/{name}" for name in pclqs_deleted]
         gone = [f"PodClique/{name}" for name in pclqs_gone]
-        for name, uid in sorted(request.pods.items()):
+        for name, uid in sorted(pods.items()):
             ok = self.kube.delete(PODS, ref.namespace, name, uid=uid)
             (deleted if ok else gone).append(f"Pod/{name}")
-        log.info("rolling update of %s to %s: deleted %s (already gone: %s)", ref, request.generation_hash,
-                 deleted, gone)
+        log.info("rolling update of %s to %s: deleted %s (already gone: %s; deferred: %s)", ref,
+                 request.generation_hash, deleted, gone, deferred)
         if deleted:
             events.record(self.kube, ref, names.EVENT_ROLLOUT_STEP,
                           f"recreating {', '.join(request.units)} with the pod template of generation "
-                          f"{request.generation_hash}; deleted {', '.join(deleted)}")
-        return RecreateResult(deleted=tuple(deleted), already_gone=tuple(gone))
+                          f"{request.generation_hash}; deleted {', '.join(deleted)}"
+                          + (f"; deferred {', '.join(deferred)}" if deferred else ""))
+        return RecreateResult(deleted=tuple(deleted), already_gone=tuple(gone), deferred=tuple(deferred))
+
+    def _still_picked(self, request: RecreateRequest) -> tuple[dict[str, str], dict[str, str], list[str]]:
+        """The pods and PodCliques of the request that a step decided again now still picks (same UIDs), and those
+        it no longer does. Decided again only when the step's read is old or this attempt is a retry: an attempt
+        retried after kube-apiserver was unreachable would otherwise go past maxUnavailable where pods turned
+        NotReady meanwhile (their kubelets report once kube-apiserver is back)."""
+        recheck = request.recheck
+        if recheck is None or stale_decision(recheck.read_at) is None:
+            return request.pods, request.cliques, []
+        states = clique_states(read_pods(self.kube, request.ref), targets=recheck.targets)
+        step = replica_step(recheck.topology, rollout_progress(states), recheck.spec)
+        pods = {name: uid for name, uid in request.pods.items() if step.delete_pods.get(name) == uid}
+        cliques = {name: uid for name, uid in request.cliques.items() if step.delete_cliques.get(name) == uid}
+        deferred = ([f"PodClique/{name}" for name in sorted(request.cliques) if name not in cliques]
+                    + [f"Pod/{name}" for name in sorted(request.pods) if name not in pods])
+        return pods, cliques, deferred
 
     @activity.defn(name=MIRROR_ROLLOUT_STATUS)
     @translating_errors("mirror rollout status")

@@ -7,6 +7,7 @@ server, run by run (a closed run never changes, so it is fetched once).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -29,6 +30,7 @@ from workflows.contract import (
 from workflows.messages import (
     EnsureResult,
     RecreateRequest,
+    RecreateResult,
     ReplicaSnapshot,
     TerminateRequest,
     TerminateResult,
@@ -76,6 +78,12 @@ class RecreateCall:
     scheduled_at: datetime
     request: RecreateRequest
     read_at: datetime | None = None  # when the read the step was decided on was scheduled (observe or ensure)
+    deferred: frozenset[str] = frozenset()  # "Pod/<name>", "PodClique/<name>": left by the activity's own recheck
+
+    def asked(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(pods, PodCliques) name -> UID this step deleted or found gone: the request less what was deferred."""
+        return ({n: u for n, u in self.request.pods.items() if f"Pod/{n}" not in self.deferred},
+                {n: u for n, u in self.request.cliques.items() if f"PodClique/{n}" not in self.deferred})
 
 
 @dataclass(frozen=True)
@@ -193,6 +201,11 @@ def digest_events(workflow_id: str, run_id: str, events: list[HistoryEvent]) -> 
             name, scheduled_event = scheduled.get(attrs_done.scheduled_event_id, ("", event))
             if name in OBSERVES + ENSURES:
                 on_read(name, scheduled_event.event_time.ToDatetime(tzinfo=UTC), attrs_done.result)
+            elif name == RECREATE_FOR_UPDATE:
+                deferred = frozenset(decoded(attrs_done.result, RecreateResult).deferred)
+                digest.recreations = [dataclasses.replace(r, deferred=deferred)
+                                      if r.event_id == attrs_done.scheduled_event_id else r
+                                      for r in digest.recreations]
             elif name == TERMINATE_GANG:
                 digest.terminations.append(_call(workflow_id, run_id, scheduled_event,
                                                  completed_at=event.event_time.ToDatetime(tzinfo=UTC),

@@ -69,9 +69,10 @@ def rollout_deleted(digests: Mapping[ReplicaKey, WorkflowDigest]) -> tuple[dict[
         for call in digest.recreations:
             scheduled = call.scheduled_at.timestamp()
             step = _Step(call.read_at.timestamp() if call.read_at else scheduled - DECISION_SLACK_S, scheduled)
-            for uid in call.request.pods.values():
+            asked_pods, asked_cliques = call.asked()
+            for uid in asked_pods.values():
                 pods.setdefault(uid, step)
-            for uid in call.request.cliques.values():
+            for uid in asked_cliques.values():
                 cliques.setdefault(uid, step)
     return pods, cliques
 

@@ -222,6 +222,17 @@ class TerminateResult(Message):
                                                 "shows the breach")
 
 
+class StepRecheck(Message):
+    """What a rolling update step was decided on, for recreate_for_update to decide it again on a read of its own
+    when it is a retry or starts late: a Ready outdated pod is deleted only while the PodClique's unavailable pods
+    stay within maxUnavailable, and pods may have turned NotReady while kube-apiserver was down."""
+
+    topology: ReplicaTopology
+    spec: RolloutSpec
+    targets: dict[str, str] = Field(description="PCLQ name -> the pod template hash of the current spec")
+    read_at: AwareDatetime = Field(description="activity clock of the read the step was decided on")
+
+
 class RecreateRequest(Message):
     """Rolling update step: delete these outdated pods and whole PCSG replicas (their PodCliques); materialising
     recreates them from the current template (grove.rollout.replica_step chose them)."""
@@ -231,11 +242,14 @@ class RecreateRequest(Message):
     cliques: dict[str, str] = Field(default_factory=dict, description="PCLQ name -> UID read this round")
     generation_hash: str
     units: tuple[str, ...] = ()
+    recheck: StepRecheck | None = Field(default=None, description="None: asked by an older run")
 
 
 class RecreateResult(Message):
     deleted: tuple[str, ...] = ()
     already_gone: tuple[str, ...] = ()
+    deferred: tuple[str, ...] = Field(default=(), description="chosen, but a step decided again on a read made by "
+                                                             "the activity no longer picks them: left for a later round")
 
 
 class ConditionMirror(Message):

@@ -22,7 +22,14 @@ with workflow.unsafe.imports_passed_through():
     from grove.topology import ReplicaTopology
     from workflows import presentation
     from workflows.contract import RECREATE_FOR_UPDATE, ROLLOUT_REPORT_SIGNAL, rollout_workflow_id
-    from workflows.messages import RecreateRequest, RecreateResult, ReplicaRef, ReplicaSnapshot, ReplicaState
+    from workflows.messages import (
+        RecreateRequest,
+        RecreateResult,
+        ReplicaRef,
+        ReplicaSnapshot,
+        ReplicaState,
+        StepRecheck,
+    )
     from workflows.rollout_messages import ReplicaRolloutCarry, RolloutTurn, RolloutView, TurnReport
 
 # Recreating pods for a rolling update, and telling the rollout workflow how a turn ended, are commands a workflow
@@ -113,11 +120,16 @@ class ReplicaRollout:
             return step.in_progress
         if not self._patched(ROLLOUT_PATCH):
             return step.in_progress
+        # What the step was decided on, for the activity to decide it again where it is a retry or starts late. No
+        # patch: a replay does not compare an activity's input, and no command depends on what it does with it.
+        recheck = StepRecheck(topology=topology, spec=spec, read_at=snapshot.read_at,
+                              targets={name: s.target_hash for name, s in snapshot.cliques.items() if s.target_hash})
         request = RecreateRequest(ref=self.ref, pods=step.delete_pods, cliques=step.delete_cliques,
-                                  generation_hash=turn.generation_hash, units=step.recreating)
-        await run_activity(RECREATE_FOR_UPDATE, request, RecreateResult,
-                           f"rolling update: recreate {', '.join(step.recreating)}")
-        self._note("recreated " + ", ".join(step.recreating))
+                                  generation_hash=turn.generation_hash, units=step.recreating, recheck=recheck)
+        result = await run_activity(RECREATE_FOR_UPDATE, request, RecreateResult,
+                                    f"rolling update: recreate {', '.join(step.recreating)}")
+        self._note("recreated " + ", ".join(step.recreating)
+                   + (f"; deferred on a later read: {', '.join(result.deferred)}" if result.deferred else ""))
         return step.in_progress
 
     def _note(self, text: str) -> None:
