@@ -235,10 +235,20 @@ class KubeError(Exception):
         return self.status == 0
 
 
+# A request's timeouts: to connect, and of silence while it waits for the answer (per read, not in total, so a large
+# LIST that keeps streaming is not cut off). kube-apiserver answers within a second or two even under load; a request
+# that hears nothing for 10 s is lost (a partition drops its packets) and fails as unreachable, and the attempt waits
+# for /readyz instead (activities/reachability.py). Before, such a request came through only when TCP retransmitted
+# it, about 8 s after a 20 s partition healed. Watches set their own.
+CONNECT_SECONDS = 5.0
+SILENCE_SECONDS = 10.0
+
+
 class Kube:
     """JSON requests against one cluster."""
 
-    def __init__(self, api_client: client.ApiClient, *, timeout: float = 30.0) -> None:
+    def __init__(self, api_client: client.ApiClient, *,
+                 timeout: float | tuple[float, float] = (CONNECT_SECONDS, SILENCE_SECONDS)) -> None:
         self.api_client = api_client
         self.timeout = timeout
         self.reachability = Reachability(lambda seconds: self.healthy(timeout=seconds))

@@ -140,3 +140,62 @@ def test_a_request_that_hangs_fails_as_unreachable_within_the_attempt_not_at_the
             conn.close()
     assert err.type == UNREACHABLE and "timed out" in err.message.lower(), err.message
     assert time.monotonic() - began < 4.0, "ended within the attempt's 4 s"
+
+
+def _serving(answer: Callable[[socket.socket], None]) -> tuple[Kube, Callable[[], None]]:
+    """A Kube against a listener whose every connection is handed to `answer` (in a thread), with a 1 s connect and
+    1 s silence timeout: the default's shape (activities/kubeapi.py: CONNECT_SECONDS, SILENCE_SECONDS), shortened."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # the listener closed at the end of the test
+            while True:
+                conn = listener.accept()[0]
+                accepted.append(conn)
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    configuration = client.Configuration(host=f"http://127.0.0.1:{listener.getsockname()[1]}")
+    configuration.retries = RETRIES
+
+    def close() -> None:
+        listener.close()
+        for conn in accepted:
+            conn.close()
+    return Kube(client.ApiClient(configuration), timeout=(1.0, 1.0)), close
+
+
+def test_a_request_is_cut_off_by_silence_not_by_a_long_answer_that_keeps_coming() -> None:
+    """The default timeout bounds silence per read, not the whole request: an answer that keeps streaming for longer
+    (a large LIST) completes, a request that hears nothing fails as unreachable after the silence bound."""
+    def streaming(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            parts = [b'{"items": [', *([b'{"a": 1},'] * 5), b'{"a": 1}]}']
+            for part in parts:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+                time.sleep(0.4)  # 2.8 s in all, never 1 s silent
+            conn.sendall(b"0\r\n\r\n")
+
+    kube, close = _serving(streaming)
+    try:
+        began = time.monotonic()
+        assert len(kube.list_items(PODS, "ns")) == 6
+        assert time.monotonic() - began > 2.0
+    finally:
+        close()
+
+    kube, close = _serving(lambda conn: conn.recv(65536))  # reads the request, never answers
+    try:
+        began = time.monotonic()
+        with pytest.raises(KubeError) as raised:
+            kube.get(PODS, "ns", "p")
+        assert raised.value.status == 0 and raised.value.reachability is kube.reachability
+        assert time.monotonic() - began < 2.0
+    finally:
+        close()
+
