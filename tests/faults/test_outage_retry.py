@@ -147,8 +147,9 @@ async def test_a_termination_due_during_a_partition_from_kube_apiserver_comes_so
         partitions.drop("partitioned-worker", port)
         await _past_deadline(deadline)
         partitions.heal("partitioned-worker", port)
-        # A request still in flight comes through on TCP's own retransmission, about 8 s after the heal at this
-        # length (measured before the change too); 40 s after the deadline: 0.3 s, against 1.4-1.5 s before.
+        # A request lost in the partition gives up after 10 s of silence, so the attempt waits for /readyz: about
+        # 0.5 s after the heal at this length, where it came through on TCP's retransmission 8.7-8.9 s after it
+        # before (a 30 s total timeout); 40 s after the deadline: 0.3 s, against 1.4-1.5 s before.
         await _terminated_once(replica, deadline, time.time(), "the partition healed")
     finally:
         partitions.heal("partitioned-worker", port)
