@@ -141,7 +141,7 @@ class FaultRun:
         try:
             api_client = stack.kube_client()
             apply_crds(api_client)
-            self.kube = Kube(api_client)
+            self.kube = Kube(api_client, timeout=30.0)  # the harness's, not the product's 10 s of silence
             self.kube.create(Resource("", "v1", "namespaces", "Namespace", namespaced=False), None,
                              {"metadata": {"name": self.namespace}})
             await asyncio.to_thread(self._wait_service_account)
