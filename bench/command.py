@@ -2,7 +2,8 @@
 
 Scenarios (bench/): b1 gate-release latency against a measured floor, b2 termination accuracy, b3 scale,
 b4 idle cost, b5 crash recovery, rollout (an image change across N replicas of 17 pods against a direct-client
-floor, issue 12), scaleout (1, 2, 3 workers on one task queue, every action once, issue 17). The JSON goes to bench-results/<scenario>-<timestamp>.json.
+floor, issue 12), scaleout (1, 2, 3 workers on one task queue, every action once, issue 17), outage (terminations
+due while kube-apiserver was down, after it answers again, against a direct client's floor). The JSON goes to bench-results/<scenario>-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ACCEPTS = {
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
     "scaleout": {"replicas", "per_pcs", "worker_counts", "delay"},
+    "outage": {"replicas", "delay", "down"},
 }
 EVERY_SCENARIO = {"timeout"}  # how long one phase may wait before the run is abandoned
 
@@ -73,14 +75,18 @@ def bench(
     scenario: Annotated[str, typer.Argument(help="b1 release latency, b2 termination accuracy, b3 scale, "
                                                  "b4 idle cost, b5 recovery, scale: PCSG scale write → "
                                                  "gates released, rollout: image change, scaleout: 1-3 "
-                                                 "workers, no duplicate action")],
+                                                 "workers, no duplicate action, outage: terminations due "
+                                                 "while kube-apiserver was down")],
     replicas: Annotated[int | None, typer.Option(help="b1: PCSs created (default 20); scale: scale writes (20); "
                                                      "b2: breaches (20); scaleout: replicas (300); "
                                                      "b4: settled replicas (200); b5: active replicas (100); "
-                                                     "rollout: PCS replicas of 17 pods (100)")] = None,
+                                                     "rollout: PCS replicas of 17 pods (100); outage: breached "
+                                                     "replicas (10)")] = None,
     interval: Annotated[float | None, typer.Option(help="b1: seconds between PCS creations, scale: between "
                                                        "scale writes (1.5)")] = None,
-    delay: Annotated[float | None, typer.Option(help="b2, scaleout: terminationDelay in seconds (5)")] = None,
+    delay: Annotated[float | None, typer.Option(help="b2, scaleout, outage: terminationDelay in seconds (5)")] = None,
+    down: Annotated[float | None, typer.Option(min=0, help="outage: seconds kube-apiserver stays down after the "
+                                                           "last deadline (18)")] = None,
     sizes: Annotated[str | None, typer.Option(help="b3: comma-separated replica counts (200,500,1000)")] = None,
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
     rollout_resync: Annotated[float | None, typer.Option(min=1, help="b4: the worker's --rollout-resync-seconds "
@@ -117,7 +123,8 @@ def bench(
 
     if scenario not in ACCEPTS:
         raise typer.BadParameter(f"unknown scenario {scenario!r}; one of {', '.join(ACCEPTS)}")
-    given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "window": window,
+    given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "down": down,
+                             "window": window,
                              "rollout_resync": rollout_resync,
                              "per_pcs": per_pcs, "workers": workers,
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,

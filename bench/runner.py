@@ -16,10 +16,21 @@ Scenario = Callable[..., Awaitable[dict[str, Any]]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from bench import b1_release, b2_termination, b3_scale, b4_idle, b5_recovery, bscale, rollout, scaleout
+    from bench import (
+        b1_release,
+        b2_termination,
+        b3_scale,
+        b4_idle,
+        b5_recovery,
+        bscale,
+        outage,
+        rollout,
+        scaleout,
+    )
 
     return {"b1": b1_release.run, "b2": b2_termination.run, "b3": b3_scale.run, "b4": b4_idle.run,
-            "b5": b5_recovery.run, "scale": bscale.run, "rollout": rollout.run, "scaleout": scaleout.run}
+            "b5": b5_recovery.run, "scale": bscale.run, "rollout": rollout.run, "scaleout": scaleout.run,
+            "outage": outage.run}
 
 
 async def run_scenario(name: str, options: dict[str, Any], *, stack: LocalStack | None = None) -> dict[str, Any]:

@@ -285,3 +285,16 @@ async def test_rollout_against_the_floor(stack: LocalStack) -> None:
         assert figures["max_unavailable_replicas_one_pcs"] <= 1, figures
         assert figures["kube_requests"] > 0
     assert results["time_vs_floor"] and results["requests_vs_floor"]
+
+
+async def test_outage_runs_on_a_stack_of_its_own_and_measures_against_its_floor(stack: LocalStack) -> None:
+    """It stops kube-apiserver, so it refuses the session's stack and starts one of its own."""
+    with pytest.raises(ValueError, match="stack of its own"):
+        await run_scenario("outage", {"replicas": 2}, stack=stack)
+    results = _envelope_ok(await run_scenario("outage", {"replicas": 2, "delay": 3.0, "down": 3.0}), "outage")
+    assert results["due_before_the_outage"] == 0
+    assert results["outage_s"] >= 3.0
+    _positive_summary(results["after_answered_s"], 2)
+    floor = results["floor_after_answered_s"]  # 0 where its own first delete was kube-apiserver's first answer
+    assert floor["n"] == 2 and 0 <= floor["min"] <= floor["p50"] <= floor["max"] < results["after_answered_s"]["max"]
+    assert results["over_floor_p50_s"] == round(results["after_answered_s"]["p50"] - floor["p50"], 3)
