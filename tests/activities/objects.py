@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from activities.kubeapi import PODCLIQUESETS, Kube
+from temporalio.testing import ActivityEnvironment
+
+from activities.kubeapi import PODCLIQUESETS, Kube, Resource
 from grove import manifests, names
 from grove.models import PodCliqueSet
 from grove.plan import ReplicaPlan, plan_replica
@@ -27,6 +31,20 @@ class CountingKube(Kube):
 
     def requests(self, method: str, plural: str) -> int:
         return sum(1 for m, p in self.seen if m == method and f"/{plural}" in p)
+
+
+def live(client: Kube, resource: Resource, namespace: str, name: str) -> bool:
+    """The object exists and is not being deleted."""
+    found = client.get(resource, namespace, name)
+    return found is not None and not found["metadata"].get("deletionTimestamp")
+
+
+def attempt(number: int) -> ActivityEnvironment:
+    """An activity context whose attempt is `number` (a retry from 2 on), started now with 60 s to run."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, attempt=number, started_time=datetime.now(UTC),
+                                   start_to_close_timeout=timedelta(seconds=60))
+    return env
 
 
 def create_pcs(client: Kube, namespace: str, body: dict[str, Any]) -> tuple[PodCliqueSet, ReplicaPlan, dict[str, Any],

@@ -112,39 +112,10 @@ def test_a_local_activity_waits_two_seconds_at_most_and_backs_off_on_a_timer_fro
     assert err.next_retry_delay == timedelta(seconds=delay)
 
 
-def test_a_request_that_hangs_fails_as_unreachable_within_the_attempt_not_at_the_clients_timeout() -> None:
-    """A network partition drops packets: the connection opens (here: a listener that never answers) and the request
-    waits. Inside an activity the request ends before the attempt does, as unreachable, so the attempt can still
-    wait for kube-apiserver and name its next attempt; before, it hung for the client's 30 s."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):  # the listener closed at the end of the test
-            while True:
-                accepted.append(listener.accept()[0])
-
-    threading.Thread(target=accept, daemon=True).start()
-    configuration = client.Configuration(host=f"http://127.0.0.1:{listener.getsockname()[1]}")
-    configuration.retries = RETRIES  # as api_client() sets it
-    api = client.ApiClient(configuration)
-    kube = Kube(api, timeout=30.0)
-    began = time.monotonic()
-    try:
-        err = _in_activity(lambda: kube.get(PODS, "ns", "p"), local=True, seconds=4)
-    finally:
-        listener.close()
-        for conn in accepted:
-            conn.close()
-    assert err.type == UNREACHABLE and "timed out" in err.message.lower(), err.message
-    assert time.monotonic() - began < 4.0, "ended within the attempt's 4 s"
-
-
-def _serving(answer: Callable[[socket.socket], None]) -> tuple[Kube, Callable[[], None]]:
-    """A Kube against a listener whose every connection is handed to `answer` (in a thread), with a 1 s connect and
-    1 s silence timeout: the default's shape (activities/kubeapi.py: CONNECT_SECONDS, SILENCE_SECONDS), shortened."""
+def _serving(answer: Callable[[socket.socket], None], timeout: float | tuple[float, float] = (1.0, 1.0),
+             ) -> tuple[Kube, Callable[[], None]]:
+    """A Kube against a listener whose every connection is handed to `answer` (in a thread). By default a 1 s connect
+    and 1 s silence timeout: the default's shape (activities/kubeapi.py: CONNECT_SECONDS, SILENCE_SECONDS), shortened."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -165,7 +136,21 @@ def _serving(answer: Callable[[socket.socket], None]) -> tuple[Kube, Callable[[]
         listener.close()
         for conn in accepted:
             conn.close()
-    return Kube(client.ApiClient(configuration), timeout=(1.0, 1.0)), close
+    return Kube(client.ApiClient(configuration), timeout=timeout), close
+
+
+def test_a_request_that_hangs_fails_as_unreachable_within_the_attempt_not_at_the_clients_timeout() -> None:
+    """A network partition drops packets: the connection opens (here: a listener that never answers) and the request
+    waits. Inside an activity the request ends before the attempt does, as unreachable, so the attempt can still
+    wait for kube-apiserver and name its next attempt; before, it hung for the client's 30 s."""
+    kube, close = _serving(lambda conn: None, timeout=30.0)  # accepts, never answers
+    began = time.monotonic()
+    try:
+        err = _in_activity(lambda: kube.get(PODS, "ns", "p"), local=True, seconds=4)
+    finally:
+        close()
+    assert err.type == UNREACHABLE and "timed out" in err.message.lower(), err.message
+    assert time.monotonic() - began < 4.0, "ended within the attempt's 4 s"
 
 
 def test_a_request_is_cut_off_by_silence_not_by_a_long_answer_that_keeps_coming() -> None:

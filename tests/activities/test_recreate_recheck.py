@@ -5,18 +5,15 @@ back). Against the real apiserver, with KWOK playing the kubelets: the objects a
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-from temporalio.testing import ActivityEnvironment
 
 from activities.kubeapi import PODCLIQUES, PODS, Kube, pod_ready
 from grove import manifests, names
 from grove.plan import topology_for
 from grove.rollout import replica_step, rollout_spec
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
-from tests.activities.objects import CountingKube, create_pcs
+from tests.activities.objects import CountingKube, attempt, create_pcs, live
 from tests.e2e.harness import wait_for
 from workflows.messages import RecreateRequest, ReplicaRef, StepRecheck
 from workflows.presentation import rollout_progress
@@ -78,15 +75,8 @@ class Outdated:
                                                        read_at=datetime.now(UTC) - decided_ago))
 
     def pod_live(self, pod: str) -> bool:
-        found = self.client.get(PODS, self.namespace, pod)
-        return found is not None and not found["metadata"].get("deletionTimestamp")
+        return live(self.client, PODS, self.namespace, pod)
 
-
-def _attempt(number: int) -> ActivityEnvironment:
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, attempt=number, started_time=datetime.now(UTC),
-                                   start_to_close_timeout=timedelta(seconds=60))
-    return env
 
 
 def test_a_retried_step_leaves_a_ready_pod_once_another_turned_not_ready(
@@ -100,7 +90,7 @@ def test_a_retried_step_leaves_a_ready_pod_once_another_turned_not_ready(
                  {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: FAKE_READINESS_FAIL}}})
     replica.ready(2)
 
-    result = _attempt(2).run(RolloutActivities(client).recreate_for_update, request)
+    result = attempt(2).run(RolloutActivities(client).recreate_for_update, request)
     assert result.deleted == () and result.deferred == ("Pod/rr-0-w-0",), result
     assert replica.pod_live("rr-0-w-0"), "maxUnavailable 1 is spent: the Ready pod stays"
 
@@ -115,7 +105,7 @@ def test_a_step_on_a_recent_read_is_not_read_again_and_an_old_one_that_still_hol
 
     request = recent.step_request(decided_ago=timedelta(0))
     client.seen.clear()
-    result = _attempt(1).run(activities.recreate_for_update, request)
+    result = attempt(1).run(activities.recreate_for_update, request)
     assert result.deleted == ("Pod/recent-0-w-0",) and not result.deferred, result
     assert client.requests("GET", "pods") == 0, "a first attempt on a read just made reads no pods again"
 

@@ -5,11 +5,8 @@ playing the kubelets: the objects are created here, no worker runs."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-from temporalio.testing import ActivityEnvironment
 
 from activities.kubeapi import EVENTS, PODCLIQUES, PODS, Kube, pod_ready
 from grove import manifests, names
@@ -17,7 +14,7 @@ from grove.evaluate import ReplicaMemory
 from grove.plan import topology_for
 from grove.termination import Scope
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
-from tests.activities.objects import CountingKube, create_pcs
+from tests.activities.objects import CountingKube, attempt, create_pcs, live
 from tests.e2e.harness import wait_for
 from workflows.messages import BreachRecheck, ReplicaRef, TerminateRequest
 
@@ -79,15 +76,8 @@ class Replica:
             recheck=BreachRecheck(topology=self.topology, memory=memory, read_at=now - decided_ago))
 
     def pclq_live(self) -> bool:
-        pclq = self.client.get(PODCLIQUES, self.namespace, self.pclq)
-        return pclq is not None and not pclq["metadata"].get("deletionTimestamp")
+        return live(self.client, PODCLIQUES, self.namespace, self.pclq)
 
-
-def _attempt(number: int) -> ActivityEnvironment:
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, attempt=number, started_time=datetime.now(UTC),
-                                   start_to_close_timeout=timedelta(seconds=60))
-    return env
 
 
 def test_an_old_decision_whose_breach_has_healed_deletes_nothing_and_says_why(
@@ -105,7 +95,7 @@ def test_an_old_decision_whose_breach_has_healed_deletes_nothing_and_says_why(
     assert len(skipped) == 1 and "not carried out" in skipped[0] and "tr-0-w 2/2 Ready" in skipped[0], skipped
 
     # A retried attempt reads again however recent the decision's read: the outage may have been short.
-    result = _attempt(2).run(activities.terminate_gang, replica.request(decided_ago=timedelta(0)))
+    result = attempt(2).run(activities.terminate_gang, replica.request(decided_ago=timedelta(0)))
     assert result.deleted == () and "attempt 2" in result.healed, result
     assert replica.pclq_live()
 
@@ -121,7 +111,7 @@ def test_an_old_decision_whose_breach_holds_is_carried_out_and_a_recent_one_is_n
         replica.fail_readiness()  # KWOK reports it NotReady: the breach is real
 
     client.seen.clear()
-    result = _attempt(1).run(activities.terminate_gang, recent.request(decided_ago=timedelta(0)))
+    result = attempt(1).run(activities.terminate_gang, recent.request(decided_ago=timedelta(0)))
     assert result.deleted == ("recent-0-w",) and not result.healed, result
     assert client.requests("GET", "pods") == 0, "a first attempt on a read just made reads no pods again"
     wait_for(lambda: not recent.pclq_live(), timeout=10, what="recent-0-w deleting")
