@@ -432,7 +432,7 @@ class ReplicaActivities:
         if stale is None:
             return ""
         observed = observation_of(clique_states(read_pods(self.kube, request.ref)), recheck.updating)
-        if still_due(recheck.topology, observed, recheck.memory, request.deadline, tuple(request.cliques)):
+        if still_due(recheck.topology, observed, recheck.memory, request.deadline, request.cliques):
             return ""
         counts = [f"{unit.name} {seen.ready}/{unit.min_available} Ready" if (seen := observed.cliques.get(unit.name))
                   else f"{unit.name} gone" for unit in recheck.topology.cliques if unit.name in request.cliques]

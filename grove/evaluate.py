@@ -6,6 +6,7 @@ the only place that advances it. Everything is a pure function of its arguments:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -150,10 +151,7 @@ def forget_terminated(memory: ReplicaMemory, termination: Termination) -> Replic
     second termination. The UIDs of the deleted incarnations we knew are kept as tombstones, so a lagging read that
     still shows a deleted PodClique cannot make it available (and then breached) again."""
     gone = set(termination.cliques)
-    if termination.scope is Scope.PCS_REPLICA:
-        groups_cleared = set(memory.scaling_group_breach_starts)
-    else:
-        groups_cleared = {termination.scaling_group} if termination.scaling_group else set()
+    groups_cleared = _groups_covered(memory, termination)
     return ReplicaMemory(
         was_available={k: v for k, v in memory.was_available.items() if k not in gone},
         clique_breach_starts={k: v for k, v in memory.clique_breach_starts.items() if k not in gone},
@@ -172,15 +170,19 @@ def forget_healed(memory: ReplicaMemory, termination: Termination) -> ReplicaMem
     clocks it covered are stopped, as a read showing the heal would have stopped them, so a breach seen again starts
     a new clock instead of being due at once on the old one. Incarnations and their availability are kept."""
     gone = set(termination.cliques)
-    if termination.scope is Scope.PCS_REPLICA:
-        groups_cleared = set(memory.scaling_group_breach_starts)
-    else:
-        groups_cleared = {termination.scaling_group} if termination.scaling_group else set()
+    groups_cleared = _groups_covered(memory, termination)
     return memory.model_copy(update={
         "clique_breach_starts": {k: v for k, v in memory.clique_breach_starts.items() if k not in gone},
         "scaling_group_breach_starts": {
             k: v for k, v in memory.scaling_group_breach_starts.items() if k not in groups_cleared},
     })
+
+
+def _groups_covered(memory: ReplicaMemory, termination: Termination) -> set[str]:
+    """The PCSGs whose breach clocks `termination` covers: every one for a PCS replica, else its own PCSG."""
+    if termination.scope is Scope.PCS_REPLICA:
+        return set(memory.scaling_group_breach_starts)
+    return {termination.scaling_group} if termination.scaling_group else set()
 
 
 def _breach_start(previous: datetime | None, breached: bool, now: datetime) -> datetime | None:
@@ -192,7 +194,7 @@ def _breach_start(previous: datetime | None, breached: bool, now: datetime) -> d
 
 
 def still_due(topology: ReplicaTopology, observed: ReplicaObservation, memory: ReplicaMemory, due_by: datetime,
-              cliques: tuple[str, ...] | list[str]) -> bool:
+              cliques: Collection[str]) -> bool:
     """Whether a later read still makes a termination of `cliques` due, judged as the workflow judged it: `memory`
     is the one the decision was made with, `due_by` the deadline that fell due. A breach the read no longer shows
     has healed; one it shows anew starts at `due_by` and is not due yet; a PodClique replaced meanwhile is a new
