@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from activities.kubeapi import Kube, KubeError, Resource
@@ -57,7 +58,8 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, down: float, 
                for index in range(replicas)]
     for index in range(replicas):
         fail_readiness(cluster.kube, namespace, small_pod(PCS, index))
-    due = await _deadlines(handles, timeout)
+    due = [s.deadlines[0].due_at.timestamp()  # each replica's earliest pending deadline
+           for s in await _every_status(handles, lambda s: bool(s.deadlines), "shows its deadline", timeout)]
     stopped = time.time()
     cluster.stack.stop_component("kube-apiserver")
     late_at_stop = sum(1 for at in due if at <= stopped)  # fell due before the outage began: not measured
@@ -67,7 +69,8 @@ async def _run(cluster: BenchCluster, replicas: int, delay: float, down: float, 
     floor.start()
     answered.start()
     await asyncio.to_thread(cluster.stack.start_component, "kube-apiserver")
-    records = await _terminations(handles, timeout)
+    records = [s.terminations[0].at.timestamp()  # each replica's first termination record
+               for s in await _every_status(handles, lambda s: bool(s.terminations), "was terminated", timeout)]
     floor.join(timeout)
     answered.join(timeout)
     assert answered.at is not None, "kube-apiserver never answered /readyz again"
@@ -128,25 +131,14 @@ class FloorDeleter(threading.Thread):
             time.sleep(FLOOR_RETRY_S)
 
 
-async def _deadlines(handles: list[Any], timeout: float) -> list[float]:
-    """Each replica's earliest pending deadline (wall clock), once every one shows one."""
+async def _every_status(handles: list[Any], has: Callable[[ReplicaStatus], bool], what: str,
+                        timeout: float) -> list[ReplicaStatus]:
+    """Every replica's status, polled every 0.1 s until `has` holds for all of them."""
     ends = time.monotonic() + timeout
     while True:
         statuses: list[ReplicaStatus] = [await h.query(STATUS_QUERY, result_type=ReplicaStatus) for h in handles]
-        if all(s.deadlines for s in statuses):
-            return [s.deadlines[0].due_at.timestamp() for s in statuses]
+        if all(has(s) for s in statuses):
+            return statuses
         if time.monotonic() > ends:
-            raise TimeoutError("not every replica shows its deadline")
+            raise TimeoutError(f"not every replica {what}")
         await asyncio.sleep(0.1)
-
-
-async def _terminations(handles: list[Any], timeout: float) -> list[float]:
-    """Each replica's first termination record `at` (wall clock), once every one has one."""
-    ends = time.monotonic() + timeout
-    while True:
-        statuses = [await h.query(STATUS_QUERY, result_type=ReplicaStatus) for h in handles]
-        if all(s.terminations for s in statuses):
-            return [s.terminations[0].at.timestamp() for s in statuses]
-        if time.monotonic() > ends:
-            raise TimeoutError("not every replica was terminated after the outage")
-        await asyncio.sleep(0.2)
