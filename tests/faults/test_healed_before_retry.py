@@ -63,10 +63,9 @@ async def test_a_retried_termination_whose_breach_healed_meanwhile_deletes_nothi
         cluster.fail_readiness("healed-0-frontend-1", failing=False)
         wait_for(lambda: cluster.ready_pods(2), timeout=30, what="the pod Ready again")
 
-    activities = [a for a in activities_for(cluster.kube, temporal_client, count_pcs=False)
-                  if getattr(a, "__name__", "") != "terminate_gang"]
-    real = next(a for a in activities_for(cluster.kube, temporal_client, count_pcs=False)
-                if getattr(a, "__name__", "") == "terminate_gang")
+    every = activities_for(cluster.kube, temporal_client, count_pcs=False)
+    activities = [a for a in every if getattr(a, "__name__", "") != "terminate_gang"]
+    real = next(a for a in every if getattr(a, "__name__", "") == "terminate_gang")
     queue = f"healed-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(max_workers=8) as executor:
         async with Worker(temporal_client, task_queue=queue, workflows=WORKFLOWS,
