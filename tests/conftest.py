@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from localstack.stack import LocalStack
+    from localstack.temporal import TemporalDevServer
 
 TESTS_DIR = Path(__file__).resolve().parent
 STACK_TEST_DIRS = (TESTS_DIR / "e2e",)
@@ -54,6 +55,27 @@ def stack() -> Iterator[LocalStack]:
 
     with running_stack(StackOptions(nodes=3)) as local_stack:
         yield local_stack
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
+    """A Temporal dev server of the test module's own, without Kubernetes: for workflow tests that run the real
+    workflow code, and for tests whose traffic must not share the stack's server (its store is a full run's)."""
+    from localstack import rundirs
+    from localstack.binaries import path_of
+    from localstack.processes import ProcessRegistry
+    from localstack.temporal import TemporalDevServer
+
+    run_dir = Path(tmp_path_factory.mktemp("temporal"))
+    registry = ProcessRegistry(run_dir)
+    registry.claim(rundirs.owner_token())
+    server = TemporalDevServer(path_of("temporal"), run_dir, registry, name="temporal-of-module", headless=True)
+    server.start()
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

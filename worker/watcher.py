@@ -287,7 +287,7 @@ class Nudger:
                 NUDGES.labels("failed").inc()
                 if self.failing_since is None:
                     self.failing_since = time.monotonic()
-                log.warning("nudge %s failed, retrying in %.0fs: %s", workflow_id, self.retry_seconds, exc)
+                log.warning("nudge %s failed, retrying in %gs: %s", workflow_id, self.retry_seconds, exc)
                 self.request(workflow_id, versions)  # still in flight meanwhile: new events coalesce into this retry
                 await asyncio.sleep(self.retry_seconds)
         finally:
@@ -588,7 +588,7 @@ class Watcher:
                 self._pending_pcs.update(batch)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                log.warning("reconciler signal for %d PodCliqueSet(s) failed (%s); retrying in %.0fs", len(batch),
+                log.warning("reconciler signal for %d PodCliqueSet(s) failed (%s); retrying in %gs", len(batch),
                             exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONCILER_RETRY_SECONDS[1])
