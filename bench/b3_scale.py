@@ -35,7 +35,7 @@ from bench import direct, floor, replicas, report, temporal_floor
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
-from bench.sampling import Delta, Reading, history_lengths, wait_quiet
+from bench.sampling import Delta, Reading, history_kinds, history_lengths, wait_quiet
 from bench.stats import ratio, summary
 from bench.workload import live_pods
 from localstack.workerproc import WorkerProcess
@@ -238,6 +238,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         figures = _spent(cluster, worker, before, component_cpu, size, profiler)
         per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
     lengths = await history_lengths(cluster.client, replicas.workflow_ids(cluster, fleet))
+    kinds = await history_kinds(cluster.client, replicas.workflow_ids(cluster, fleet))
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),
@@ -248,6 +249,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "release_after_first_create_s": summary([t - t0 for t in per_pod]),
         "history_events_per_replica": summary([float(v) for v in lengths.values()], 1),
         "history_events_total": sum(lengths.values()),
+        "history_event_kinds_per_replica": kinds,
         **figures,
     }
 

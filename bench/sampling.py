@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, OBSERVE_READS, Counters
 from localstack.workerproc import WorkerProcess
+from worker.history_activities import event_kinds
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
 BACKGROUND_RESOURCES = ("leases",)
@@ -99,3 +100,19 @@ async def history_lengths(client: Client, workflow_ids: Iterable[str], concurren
 
     await asyncio.gather(*(one(w) for w in workflow_ids))
     return found
+
+
+async def history_kinds(client: Client, workflow_ids: Iterable[str], sample: int = 20) -> dict[str, float]:
+    """Where the history events go: the mean count per replica of each kind of event
+    (worker/history_activities.py, event_kinds) over the current runs of the first `sample` workflows, largest
+    first."""
+    chosen = sorted(workflow_ids)[:sample]
+    totals: dict[str, int] = {}
+    read = 0
+    for workflow_id in chosen:
+        with contextlib.suppress(RPCError):
+            history = await client.get_workflow_handle(workflow_id).fetch_history()
+            for kind, count in event_kinds(list(history.events)).items():
+                totals[kind] = totals.get(kind, 0) + count
+            read += 1
+    return {kind: round(count / read, 2) for kind, count in sorted(totals.items(), key=lambda kv: -kv[1])} if read else {}

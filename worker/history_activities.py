@@ -83,3 +83,34 @@ def patches_in(events: list[HistoryEvent]) -> set[str]:
         if baseline in found:
             found |= covers
     return found
+
+
+def event_kinds(events: list[HistoryEvent]) -> dict[str, int]:
+    """How many events of each kind a history holds, finer than the event type where that says why: an activity by
+    its name (`activity:<name>`, counting its scheduled, started and completed events), a local activity by its name
+    (`local:<name>`), a signal by its name (`signal:<name>`), a patch marker as `patch`; every other event by its
+    type (`WORKFLOW_TASK_COMPLETED`). The benchmarks print it to show where a replica's history events go."""
+    kinds: dict[str, int] = {}
+    activity_of: dict[int, str] = {}  # scheduled event id -> activity name
+    for event in events:
+        kind = _kind(event, activity_of)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def _kind(event: HistoryEvent, activity_of: dict[int, str]) -> str:
+    kind = event.event_type
+    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        activity_of[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        return f"activity:{activity_of[event.event_id]}"
+    for field in ("activity_task_started_event_attributes", "activity_task_completed_event_attributes",
+                  "activity_task_failed_event_attributes", "activity_task_timed_out_event_attributes"):
+        if event.HasField(field):
+            return f"activity:{activity_of.get(getattr(event, field).scheduled_event_id, '?')}"
+    if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+        return f"signal:{event.workflow_execution_signaled_event_attributes.signal_name}"
+    if (local := local_activity(event)) is not None:
+        return f"local:{local.name}"
+    if kind == EventType.EVENT_TYPE_MARKER_RECORDED and event.marker_recorded_event_attributes.marker_name == PATCH_MARKER:
+        return "patch"
+    return EventType.Name(kind).removeprefix("EVENT_TYPE_")

@@ -540,8 +540,7 @@ class Watcher:
     def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None,
                      nudge: Callable[[str, Versions | None], None] | None = None) -> None:
         nudge = nudge or self._nudge
-        self._pending_pcs.add(key)
-        self._reconciler_wake.set()
+        self.tell_reconciler(key)
         # Every replica that may exist before or after the change re-reads its spec (scale in/out, deletion).
         for version in (previous, obj):
             if version is None:
@@ -566,8 +565,13 @@ class Watcher:
         """A nudge found no running workflow: let the reconciler decide whether one should exist."""
         parts = workflow_id.split("/")
         if len(parts) == 5:
-            self._pending_pcs.add((parts[1], parts[2]))
-            self._reconciler_wake.set()
+            self.tell_reconciler((parts[1], parts[2]))
+
+    def tell_reconciler(self, key: ObjectKey) -> None:
+        """Add a PodCliqueSet to the batch the reconciler is told about, and wake the sender: a change added while a
+        held send is being retried must not wait for the next one (the retry may already have gone through)."""
+        self._pending_pcs.add(key)
+        self._reconciler_wake.set()
 
     async def _notify_reconciler(self) -> None:
         handle = self.client.get_workflow_handle(reconciler_workflow_id(self.namespace))

@@ -276,14 +276,12 @@ async def test_a_pcs_change_whose_reconciler_signal_fails_is_kept_and_sent_once_
         await _until(lambda: bool(watchers), "the watcher to start")
         watcher = watchers[0]
         proxy.flowing.clear()
-        watcher._pending_pcs.add((namespace, "a"))
-        watcher._reconciler_wake.set()
+        watcher.tell_reconciler((namespace, "a"))
         await asyncio.sleep(3)  # the first send fails at its 1 s deadline; the retry waits too
         assert await _query(handle, PcsChangedWorkflow.received) == []
-        # A later change joins the kept batch, and wakes the sender as the watcher's own path does: the retry that
-        # was held may have gone through once the link flowed, leaving nothing kept to retry.
-        watcher._pending_pcs.add((namespace, "b"))
-        watcher._reconciler_wake.set()
+        # A later change joins the kept batch (and wakes the sender: the retry that was held may have gone through
+        # once the link flowed, leaving nothing kept to retry).
+        watcher.tell_reconciler((namespace, "b"))
         proxy.flowing.set()
         received: list[list[str]] = []
         deadline = time.monotonic() + 20

@@ -1,0 +1,37 @@
+"""worker/history_activities.py, event_kinds: where a history's events go, as the benchmarks print it."""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from tests.bench.test_once import local_release, release
+from worker.history_activities import event_kinds
+
+
+def _event(event_id: int, kind: EventType.ValueType) -> HistoryEvent:
+    return HistoryEvent(event_id=event_id, event_type=kind)
+
+
+def _signal(event_id: int, name: str) -> HistoryEvent:
+    event = _event(event_id, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    event.workflow_execution_signaled_event_attributes.signal_name = name
+    return event
+
+
+def test_activities_local_activities_and_signals_are_counted_by_name() -> None:
+    task = [_event(1, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), _event(2, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED),
+            _event(3, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)]
+    activity = release(4, {"s0-0-app-0": "pod-1"}, "a")
+    activity[1].activity_task_started_event_attributes.scheduled_event_id = 4  # as a real history's started event
+    events = [*task, *activity, _signal(7, "nudge"), _signal(8, "nudge"), local_release(9, {"s0-0-app-0": "pod-1"}),
+              _signal(10, "pause")]
+    assert event_kinds(events) == {
+        "WORKFLOW_TASK_SCHEDULED": 1, "WORKFLOW_TASK_STARTED": 1, "WORKFLOW_TASK_COMPLETED": 1,
+        "activity:release_gates": 3, "signal:nudge": 2, "local:release_gates": 1, "signal:pause": 1,
+    }
+
+
+def test_an_activity_event_whose_scheduling_is_not_in_the_history_is_named_unknown() -> None:
+    completed = release(4, {"s0-0-app-0": "pod-1"}, "a")[2]  # its scheduled event belongs to an earlier page
+    assert event_kinds([completed]) == {"activity:?": 1}
