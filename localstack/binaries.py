@@ -57,6 +57,10 @@ class GoRecipe:
     # Build inside the module's own downloaded directory (its go.mod and go.sum as published), for modules whose
     # go.mod has `exclude`/`replace` directives that `go install mod@version` refuses and a wrapper would ignore.
     in_module: bool = False
+    # Newer versions of dependencies than the module's go.mod names, required beside it by the wrapper (Go's minimal
+    # version selection then takes them): a fix the pinned release does not have yet. The binary is then no longer
+    # the official release: it is never downloaded, and it is cached under its own key.
+    requires: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,17 @@ class Binary:
     recipe: GoRecipe
     release: ReleaseAsset
     version_args: tuple[str, ...] = ("--version",)
+
+    @property
+    def cache_key(self) -> str:
+        """The version, and every dependency the recipe raises (`v1.5.1+modernc.org-sqlite-v1.51.0`): a binary built
+        with a different dependency is a different binary."""
+        raised = "".join(f"+{module.replace('/', '-')}-{version}" for module, version in self.recipe.requires)
+        return self.version + raised
+
+    @property
+    def official_release(self) -> bool:
+        return not self.recipe.requires
 
 
 def _arch() -> str:
@@ -165,6 +180,14 @@ def _temporal() -> Binary:
             group="temporal",
             # The same flags as the CLI's release build, so `temporal --version` reports 1.5.1.
             ldflags=("-s", "-w", "-X github.com/temporalio/cli/temporalcli.Version={version_number}"),
+            # The release's SQLite driver (v1.34.1) interrupts every statement on the server's one connection when
+            # a single request's context ends, and keeps failing later ones: while clients gave up on requests (a
+            # deadline, a cancelled long poll), other clients' reads failed with "interrupted (9)" for seconds. The
+            # driver of the CLI's v1.9.1 release does not: tests/localstack/test_temporal_store.py, 15 s of clients
+            # cancelling requests after 1-15 ms beside four loops of reads, 11 of 92 reads failed with v1.34.1 and 0
+            # of 390 with v1.51.0 (0 of 1,964 over two 40 s runs). v1.44.3, Temporal's first fix
+            # (temporalio/temporal#9198), lost the in-memory store instead: "no such table: current_executions".
+            requires=(("modernc.org/sqlite", "v1.51.0"),),
         ),
         release=ReleaseAsset(
             url=f"{base}/temporal_cli_{number}_linux_{_arch()}.tar.gz",
@@ -238,7 +261,7 @@ def bin_dir() -> Path:
 
 
 def cached_path(binary: Binary, root: Path | None = None) -> Path:
-    return (root or bin_dir()) / binary.name / binary.version / binary.name
+    return (root or bin_dir()) / binary.name / binary.cache_key / binary.name
 
 
 def manifest_path(binary: Binary, root: Path | None = None) -> Path:
@@ -347,7 +370,7 @@ def ensure(
                     results[binary.name] = from_cache(binary)
             missing = [b for b in missing if b.name not in results]
             if allow_download:
-                for binary in missing:
+                for binary in (b for b in missing if b.official_release):
                     downloaded = release_download.try_download(binary, root, log)
                     if downloaded is not None:
                         results[binary.name] = downloaded

@@ -119,11 +119,16 @@ def staging_replacements(kubernetes_go_mod: str, kubernetes_version: str) -> dic
     return {module: staging_version for module in sorted(set(required_at_zero))}
 
 
-def wrapper_go_mod(module: str, version: str, go_version: str | None, replacements: dict[str, str]) -> str:
+def wrapper_go_mod(module: str, version: str, go_version: str | None, replacements: dict[str, str],
+                   requires: tuple[tuple[str, str], ...] = ()) -> str:
     lines = ["module grove-temporal.local/binaries", ""]
     if go_version:
         lines += [f"go {go_version}", ""]
     lines += [f"require {module} {version}", ""]
+    if requires:  # raised dependencies: minimal version selection takes these over the module's own
+        lines.append("require (")
+        lines += [f"\t{m} {v}" for m, v in requires]
+        lines += [")", ""]
     if replacements:
         lines.append("replace (")
         lines += [f"\t{m} => {m} {v}" for m, v in replacements.items()]
@@ -207,6 +212,8 @@ def build_group(binaries: list[Binary], root: Path, log: Log) -> list[Installed]
     logs.mkdir(parents=True, exist_ok=True)
     log_file = logs / f"build-{first.recipe.group}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     with tempfile.TemporaryDirectory(prefix="grove-temporal-gobuild-") as wrapper, staging_dir(root) as out:
+        if first.recipe.in_module and first.recipe.requires:
+            raise ValueError(f"{names}: a build in the module's own directory cannot raise dependencies")
         if first.recipe.in_module:
             # The module's own directory in the module cache, built with its published go.mod and go.sum as they
             # are (read-only there, so nothing may rewrite them).
@@ -215,7 +222,7 @@ def build_group(binaries: list[Binary], root: Path, log: Log) -> list[Installed]
         else:
             build_dir = Path(wrapper)
             Path(wrapper, "go.mod").write_text(
-                wrapper_go_mod(module, version, go_directive(upstream), replacements)
+                wrapper_go_mod(module, version, go_directive(upstream), replacements, first.recipe.requires)
             )
         packages = [b.recipe.package for b in binaries]
         # One package: name the output explicitly (etcd's package path ends in "v3"); several: a directory.
@@ -233,7 +240,8 @@ def build_group(binaries: list[Binary], root: Path, log: Log) -> list[Installed]
         for binary in binaries:
             staged = out / binary.name
             reported = _check_version(binary, staged)
-            obtained = f"built from Go modules ({module}@{version}, {go_version})"
+            raised = "".join(f", {m}@{v}" for m, v in binary.recipe.requires)
+            obtained = f"built from Go modules ({module}@{version}{raised}, {go_version})"
             path = install(binary, staged, obtained, seconds, root)
             log(f"{binary.name}: installed {path} ({reported})")
             installed.append(Installed(binary.name, binary.version, path, obtained, seconds))

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio.api.common.v1 import Payloads
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -88,8 +88,9 @@ def patches_in(events: list[HistoryEvent]) -> set[str]:
 def event_kinds(events: list[HistoryEvent]) -> dict[str, int]:
     """How many events of each kind a history holds, finer than the event type where that says why: an activity by
     its name (`activity:<name>`, counting its scheduled, started and completed events), a local activity by its name
-    (`local:<name>`), a signal by its name (`signal:<name>`), a patch marker as `patch`; every other event by its
-    type (`WORKFLOW_TASK_COMPLETED`). The benchmarks print it to show where a replica's history events go."""
+    (`local:<name>`), a signal by its name (`signal:<name>`), a patch marker as `patch`, a workflow task timeout by
+    its kind (`WORKFLOW_TASK_TIMED_OUT:SCHEDULE_TO_START`); every other event by its type
+    (`WORKFLOW_TASK_COMPLETED`). The benchmarks print it to show where a replica's history events go."""
     kinds: dict[str, int] = {}
     activity_of: dict[int, str] = {}  # scheduled event id -> activity name
     for event in events:
@@ -113,4 +114,7 @@ def _kind(event: HistoryEvent, activity_of: dict[int, str]) -> str:
         return f"local:{local.name}"
     if kind == EventType.EVENT_TYPE_MARKER_RECORDED and event.marker_recorded_event_attributes.marker_name == PATCH_MARKER:
         return "patch"
+    if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:  # on a sticky queue (schedule to start) or running
+        timeout = TimeoutType.Name(event.workflow_task_timed_out_event_attributes.timeout_type)
+        return f"WORKFLOW_TASK_TIMED_OUT:{timeout.removeprefix('TIMEOUT_TYPE_')}"
     return EventType.Name(kind).removeprefix("EVENT_TYPE_")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from tests.bench.test_once import local_release, release
@@ -25,10 +25,12 @@ def test_activities_local_activities_and_signals_are_counted_by_name() -> None:
     activity = release(4, {"s0-0-app-0": "pod-1"}, "a")
     activity[1].activity_task_started_event_attributes.scheduled_event_id = 4  # as a real history's started event
     events = [*task, *activity, _signal(7, "nudge"), _signal(8, "nudge"), local_release(9, {"s0-0-app-0": "pod-1"}),
-              _signal(10, "pause")]
+              _signal(10, "pause"), _event(11, EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)]
+    events[-1].workflow_task_timed_out_event_attributes.timeout_type = TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
     assert event_kinds(events) == {
         "WORKFLOW_TASK_SCHEDULED": 1, "WORKFLOW_TASK_STARTED": 1, "WORKFLOW_TASK_COMPLETED": 1,
         "activity:release_gates": 3, "signal:nudge": 2, "local:release_gates": 1, "signal:pause": 1,
+        "WORKFLOW_TASK_TIMED_OUT:SCHEDULE_TO_START": 1,
     }
 
 
