@@ -47,7 +47,7 @@ def versions(kube_version: str | None = None) -> dict[str, Any]:
             found[package] = None
     found.update({
         "kube_apiserver": kube_version or binaries.KUBERNETES_VERSION,
-        "temporal_cli": binaries.TEMPORAL_CLI_VERSION,
+        "temporal_cli": binaries.BINARIES["temporal"].cache_key,  # the release, and any dependency raised for it
         "etcd": binaries.ETCD_VERSION,
         "kwok": binaries.KWOK_VERSION,
     })
