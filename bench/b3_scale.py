@@ -237,8 +237,9 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
                 **figures}) from late
         figures = _spent(cluster, worker, before, component_cpu, size, profiler)
         per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
-    lengths = await history_lengths(cluster.client, replicas.workflow_ids(cluster, fleet))
-    kinds = await history_kinds(cluster.client, replicas.workflow_ids(cluster, fleet))
+    workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
+    lengths = await history_lengths(cluster.client, workflow_ids)
+    kinds = await history_kinds(cluster.client, workflow_ids)
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),

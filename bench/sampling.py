@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -106,13 +107,11 @@ async def history_kinds(client: Client, workflow_ids: Iterable[str], sample: int
     """Where the history events go: the mean count per replica of each kind of event
     (worker/history_activities.py, event_kinds) over the current runs of the first `sample` workflows, largest
     first."""
-    chosen = sorted(workflow_ids)[:sample]
-    totals: dict[str, int] = {}
+    totals: Counter[str] = Counter()
     read = 0
-    for workflow_id in chosen:
+    for workflow_id in sorted(workflow_ids)[:sample]:
         with contextlib.suppress(RPCError):
             history = await client.get_workflow_handle(workflow_id).fetch_history()
-            for kind, count in event_kinds(list(history.events)).items():
-                totals[kind] = totals.get(kind, 0) + count
+            totals.update(event_kinds(list(history.events)))
             read += 1
-    return {kind: round(count / read, 2) for kind, count in sorted(totals.items(), key=lambda kv: -kv[1])} if read else {}
+    return {kind: round(count / read, 2) for kind, count in totals.most_common()} if read else {}

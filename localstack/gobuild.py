@@ -211,9 +211,9 @@ def build_group(binaries: list[Binary], root: Path, log: Log) -> list[Installed]
     logs = root / ".logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_file = logs / f"build-{first.recipe.group}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    if first.recipe.in_module and first.recipe.requires:
+        raise ValueError(f"{names}: a build in the module's own directory cannot raise dependencies")
     with tempfile.TemporaryDirectory(prefix="grove-temporal-gobuild-") as wrapper, staging_dir(root) as out:
-        if first.recipe.in_module and first.recipe.requires:
-            raise ValueError(f"{names}: a build in the module's own directory cannot raise dependencies")
         if first.recipe.in_module:
             # The module's own directory in the module cache, built with its published go.mod and go.sum as they
             # are (read-only there, so nothing may rewrite them).

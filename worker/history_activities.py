@@ -9,6 +9,7 @@ histories (the doctor, the fault runner's invariants, tests) go through this mod
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -91,12 +92,8 @@ def event_kinds(events: list[HistoryEvent]) -> dict[str, int]:
     (`local:<name>`), a signal by its name (`signal:<name>`), a patch marker as `patch`, a workflow task timeout by
     its kind (`WORKFLOW_TASK_TIMED_OUT:SCHEDULE_TO_START`); every other event by its type
     (`WORKFLOW_TASK_COMPLETED`). The benchmarks print it to show where a replica's history events go."""
-    kinds: dict[str, int] = {}
-    activity_of: dict[int, str] = {}  # scheduled event id -> activity name
-    for event in events:
-        kind = _kind(event, activity_of)
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return kinds
+    activity_of: dict[int, str] = {}  # scheduled event id -> activity name, filled as the events are read in order
+    return dict(Counter(_kind(event, activity_of) for event in events))
 
 
 def _kind(event: HistoryEvent, activity_of: dict[int, str]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -33,7 +34,7 @@ async def storm(address: str, seconds: float, *, cancelling: int = 40, reading: 
         await client.start_workflow("NoWorkerRunsThis", id=workflow_id, task_queue="store-storm")
     end = time.monotonic() + seconds
     rng = random.Random(7)
-    read, failed = 0, dict[str, int]()
+    read, failed = 0, Counter[str]()
 
     async def give_up() -> None:
         while time.monotonic() < end:
@@ -57,10 +58,10 @@ async def storm(address: str, seconds: float, *, cancelling: int = 40, reading: 
                 await client.get_workflow_handle(rng.choice(ids)).describe(rpc_timeout=timedelta(seconds=10))
                 read += 1
             except RPCError as err:
-                failed[str(err)[:80]] = failed.get(str(err)[:80], 0) + 1
+                failed[str(err)[:80]] += 1
 
     await asyncio.gather(*(give_up() for _ in range(cancelling)), *(must_read() for _ in range(reading)))
-    return read, failed
+    return read, dict(failed)
 
 
 async def test_reads_succeed_while_other_clients_give_up_on_their_requests(dev_server: TemporalDevServer) -> None:
