@@ -11,7 +11,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import contextvars
-import json
 import os
 import socket
 import threading
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import urllib3
 from kubernetes import client, config
 
@@ -292,7 +292,7 @@ class Kube:
         data = response.read()
         if response.status >= 400:
             raise _error_from(response.status, response.reason, data)
-        return json.loads(data) if data else {}
+        return orjson.loads(data) if data else {}
 
     def healthy(self, timeout: float = 3.0) -> bool:
         """True when the apiserver's /readyz answers 200."""
@@ -440,10 +440,10 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield orjson.loads(line)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             # A stream cut mid-read: the server went away, or the watch was shut down from another thread. What was
-            # read last may be a torn line (json.loads raises ValueError: JSONDecodeError or UnicodeDecodeError) or
+            # read last may be a torn line (orjson.loads raises ValueError: its JSONDecodeError) or
             # a closed file ("I/O operation on closed file"). Either way the stream is over, not the watcher.
             raise KubeError(0, f"watch stream broken: {type(exc).__name__}") from exc
         finally:
@@ -455,7 +455,7 @@ def _error_from(status: int, reason: str | None, data: bytes | None) -> KubeErro
     body: JSON = {}
     if data:
         try:
-            parsed = json.loads(data)
+            parsed = orjson.loads(data)
             if isinstance(parsed, dict):
                 body = parsed
         except ValueError:

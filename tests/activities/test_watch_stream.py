@@ -54,8 +54,8 @@ ADDED = b'{"type": "ADDED", "object": {"metadata": {"name": "p"}}}\n'
 
 
 @pytest.mark.parametrize("tail, cause", [
-    (b'{"type": "MODIFIED", "object": {"metadata": {"name": "\xff\xfe', "UnicodeDecodeError"),  # torn mid-character
-    (b'\x00\x00{"ty\n', "UnicodeDecodeError"),  # a torn frame: json.loads guesses UTF-32 from the NULs
+    (b'{"type": "MODIFIED", "object": {"metadata": {"name": "\xff\xfe', "JSONDecodeError"),  # torn mid-character
+    (b'\x00\x00{"ty\n', "JSONDecodeError"),  # a torn frame, NULs first
     (b'{"type": "MODIFIED", "obj\n', "JSONDecodeError"),
     (ValueError("I/O operation on closed file."), "ValueError"),  # shut down under the reading thread
 ])
