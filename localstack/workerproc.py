@@ -100,13 +100,15 @@ class WorkerProcess:
             return None
 
     def wait_ready(self, timeout: float = 90.0, leader: bool = True) -> float:
-        """Until /readyz says ok (and, by default, that this worker leads the watcher); returns the seconds taken."""
+        """Until /readyz says ok, its watch cache listed (and, by default, that this worker leads the watcher); returns
+        the seconds taken."""
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"worker exited with {self.proc.returncode}; log: {self.log_path}")
             checks = self.readyz() or {}
-            if checks.get("worker") == "ok" and (not leader or checks.get("watcher") == "leader"):
+            if (checks.get("worker") == "ok" and checks.get("watchCache", "synced") == "synced"
+                    and (not leader or checks.get("watcher") == "leader")):
                 return time.monotonic() - began
             time.sleep(0.25)
         raise TimeoutError(f"worker not ready after {timeout:.0f}s; log: {self.log_path}")

@@ -132,6 +132,7 @@ class RunningWorker:
     elector: LeaseElector | None
     doctor: StuckMonitor | None = None
     scheduling: Scheduling = Scheduling()
+    cache: WatchCache | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -314,7 +315,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         doctor = StuckMonitor(client, namespace=settings.watch_namespace, min_attempts=settings.stuck_attempts,
                               sweep_batch=settings.stuck_sweep_batch,
                               leading=(lambda: elector.is_leader) if elector is not None else (lambda: True))
-        started.append(RunningWorker(settings, client, kube, worker, elector, doctor, scheduling))
+        started.append(RunningWorker(settings, client, kube, worker, elector, doctor, scheduling, cache))
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)

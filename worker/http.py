@@ -1,9 +1,16 @@
 """The worker's HTTP endpoint: /metrics (Prometheus), /healthz (liveness) and /readyz (readiness).
 
 Liveness only says the event loop answers (restarting a worker that is merely cut off from Temporal would not
-help); readiness says Temporal and Kubernetes both answer, checked at most every few seconds. The endpoint is up
-before Temporal is first reached, so a worker waiting for Temporal at start-up is live (not restarted by its
-liveness probe) but not ready.
+help); readiness says Temporal and Kubernetes both answer, checked at most every few seconds, and that the worker's
+watch cache has listed every kind once. The endpoint is up before Temporal is first reached, so a worker waiting for
+Temporal at start-up is live (not restarted by its liveness probe) but not ready.
+
+The watch cache. Until its first lists are in, every routine read of a replica waits for them (up to 2 s) and then
+asks kube-apiserver instead. On a fresh control plane those lists can take a second or more: kube-apiserver answers
+a custom resource's first LISTs with 429 and `Retry-After: 1` while its own cache of that resource initialises. A
+worker that said ready before then made the first replicas created after it wait (0.8-0.9 s in their first workflow
+task, measured on the local stack). Its state is read at every request, not cached with the checks above: it turns
+ready the moment the lists are in.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ log = logging.getLogger(__name__)
 CHECK_TTL = 5.0
 STUCK_KEY = "stuckWorkflows"
 SCHEDULER_BACKEND = "schedulerBackend"
+WATCH_CACHE_KEY = "watchCache"
 
 
 class _Readiness:
@@ -38,7 +46,7 @@ class _Readiness:
         if running is None:
             return {"temporal": "not reached yet", "worker": "not running"}
         if time.monotonic() - self.checked_at < CHECK_TTL:
-            return self.result
+            return self.result | self._cache_state(running)
         result: dict[str, str] = {}
         try:
             await asyncio.wait_for(running.client.service_client.check_health(), timeout=3)
@@ -53,7 +61,13 @@ class _Readiness:
             result[STUCK_KEY] = running.doctor.summary()
         result[SCHEDULER_BACKEND] = running.scheduling.describe()  # a detail, not a check
         self.result, self.checked_at = result, time.monotonic()
-        return result
+        return result | self._cache_state(running)
+
+    @staticmethod
+    def _cache_state(running: RunningWorker) -> dict[str, str]:
+        if running.cache is None:  # --no-watch-cache: nothing to wait for
+            return {}
+        return {WATCH_CACHE_KEY: "synced" if running.cache.synced else "listing"}
 
 
 async def serve(running: Callable[[], RunningWorker | None], sdk_metrics: SdkMetrics | None, port: int,
@@ -78,7 +92,7 @@ async def serve(running: Callable[[], RunningWorker | None], sdk_metrics: SdkMet
                 checks = await readiness.check()
                 # Stuck workflows are reported, not held against this worker: taking it out of service would not
                 # heal them (and would block the rollout of a fixed build).
-                healthy = all(v in ("ok", "leader", "standby") for k, v in checks.items()
+                healthy = all(v in ("ok", "leader", "standby", "synced") for k, v in checks.items()
                               if k not in (STUCK_KEY, SCHEDULER_BACKEND))
                 status, body, ctype = (200 if healthy else 503), json.dumps(checks).encode(), "application/json"
             else:

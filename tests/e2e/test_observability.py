@@ -42,7 +42,8 @@ def test_metrics_health_traces_and_logs(cluster: Cluster, observed_worker: Worke
     # details, not checks: the stack serves native PodGroups, so `auto` chose the kube backend; stuck workflows
     assert checks.pop("schedulerBackend") == "kube (auto: the cluster serves scheduling.k8s.io/v1alpha2 podgroups)"
     checks.pop("stuckWorkflows", None)
-    assert checks | {"watcher": "x"} == {"temporal": "ok", "kubernetes": "ok", "worker": "ok", "watcher": "x"}
+    assert checks | {"watcher": "x"} == {"temporal": "ok", "kubernetes": "ok", "worker": "ok", "watcher": "x",
+                                         "watchCache": "synced"}
     assert "scheduler backend: kube (auto" in observed_worker.logs()
 
     cluster.apply(pcs_manifest("obs", cluster.namespace, cliques=[clique("a", 3, 2)]))
