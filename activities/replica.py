@@ -94,7 +94,7 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
-from workflows.presentation import gate_states, observation_of
+from workflows.presentation import gate_states, mirrors_with_read, observation_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -210,9 +210,30 @@ class ReplicaActivities:
         if self.cache is not None:
             CACHED_READS.labels("apiserver" if view is None else "cache").inc()
         if view is None:
-            return self.observe_replica(request.ref)
-        found = snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts()))
-        return _as_cached(found)
+            found = self.observe_replica(request.ref)
+        else:
+            found = _as_cached(snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts())))
+        return self._mirror_with_read(request, found)
+
+    def _mirror_with_read(self, request: CachedObserveRequest, found: ReplicaSnapshot) -> ReplicaSnapshot:
+        """Where the workflow asks (MIRROR_WITH_READ_PATCH), write the status its round will mirror on this read: one
+        local activity per round instead of two. What is written is the workflow's own pure evaluation
+        (workflows/presentation.py, `mirrors_with_read`); what the round then computes differently (a rolling update
+        turn granted meanwhile) it mirrors itself. A failed write is left to the round's mirror, with its retries."""
+        if request.mirror is None:
+            return found
+        planned = mirrors_with_read(request.mirror, found, request.ref.replica)
+        if planned is None:
+            return found
+        objects, available_changed, written = planned
+        if objects or available_changed:
+            try:
+                mirror(self.kube, MirrorRequest(ref=request.ref, objects=objects, pcs_available_changed=available_changed),
+                       self.cache, self.pcs_recounts, count_pcs=self.count_pcs)
+            except Exception as exc:  # noqa: BLE001 - the round's own mirror_status writes it, with its retries
+                log.warning("%s: status not written with the read, left to the round: %s", request.ref, exc)
+                return found
+        return found.model_copy(update={"mirrored": written})
 
     def _cached_view(self, request: CachedObserveRequest, doing: str) -> ClusterView | None:
         """The replica from the watch cache once it has reached `at_least`; None where it cannot serve it."""

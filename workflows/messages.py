@@ -85,6 +85,27 @@ class Nudge(Message):
         default=None, description="kind -> resourceVersion of the newest watch event this nudge stands for")
 
 
+class MirrorWithRead(Message):
+    """What a round's read needs to write the status the round will mirror (MIRROR_WITH_READ_PATCH): the workflow's
+    memory and what it last mirrored, as they stand when it schedules the read. The activity evaluates its read with
+    the same pure functions the workflow then runs on the recorded result, so the round's own mirror is left with
+    nothing to write, unless something between the read and the evaluation changed what it computes."""
+
+    memory: ReplicaMemory
+    mirrored: dict[str, str] = Field(default_factory=dict, description="object name -> digest last mirrored")
+    replica_available: bool | None = None
+    decided_at: AwareDatetime = Field(
+        description="the round's decision time before the read; the evaluation's is the later of it and read_at")
+    due_by: AwareDatetime = Field(description="deadlines at or before this are due (the latest timer fired)")
+
+
+class MirroredWithRead(Message):
+    """What the read wrote (MIRROR_WITH_READ_PATCH): recorded with its result, so every replay skips the same writes."""
+
+    digests: dict[str, str] = Field(default_factory=dict, description="object name -> digest of the status written")
+    replica_available: bool | None = Field(default=None, description="the availability the PCS was counted with")
+
+
 class CachedObserveRequest(Message):
     """Observe a replica from the worker's watch cache, once that has seen the watch events of these versions."""
 
@@ -92,6 +113,8 @@ class CachedObserveRequest(Message):
     at_least: dict[str, int] = Field(
         default_factory=dict, description="kind -> resourceVersion of the newest nudge not yet read: the cache must "
                                           "have reached it, else the activity reads the apiserver")
+    mirror: MirrorWithRead | None = Field(
+        default=None, description="also write the status the round will mirror, where the read allows it")
 
 
 class ReplicaSnapshot(Message):
@@ -118,6 +141,8 @@ class ReplicaSnapshot(Message):
         default=None, description="the gang scheduler placing this replica's pods: kube, kai or none (DESIGN §4b)")
     from_cache: bool = Field(
         default=False, description="read from the worker's watch cache: never decided on destructively")
+    mirrored: MirroredWithRead | None = Field(
+        default=None, description="the status this read's activity wrote with it (MIRROR_WITH_READ_PATCH)")
 
     @property
     def valid(self) -> bool:

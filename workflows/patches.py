@@ -7,7 +7,7 @@ knows them all records REPLICA_BASELINE_PATCH instead, which stands for every pa
 per run. A run whose history lacks the baseline marker (begun by an older release) asks each patch as before, so
 its history replays unchanged.
 
-Each later baseline (REPLICA_BASELINE_2_PATCH to REPLICA_BASELINE_9_PATCH) takes in the patches added since; a run
+Each later baseline (REPLICA_BASELINE_2_PATCH to REPLICA_BASELINE_10_PATCH) takes in the patches added since; a run
 asks the newest first, so a run begun under an earlier one replays it unchanged.
 Pure workflow code: no I/O.
 """
@@ -27,6 +27,7 @@ REPLICA_BASELINE_6_PATCH = "replica-baseline-6"  # baseline 5, plus decision-tim
 REPLICA_BASELINE_7_PATCH = "replica-baseline-7"  # baseline 6, plus ensure-releases-base
 REPLICA_BASELINE_8_PATCH = "replica-baseline-8"  # baseline 7, plus local-releases and topology-from-ensure
 REPLICA_BASELINE_9_PATCH = "replica-baseline-9"  # baseline 8, plus one-release-per-round
+REPLICA_BASELINE_10_PATCH = "replica-baseline-10"  # baseline 9, plus mirror-with-read and handover-after-update-task
 
 
 class PatchSet:

@@ -15,7 +15,7 @@ from temporalio.common import SearchAttributeUpdate
 from grove import names
 from grove.availability import CliqueObservation
 from grove.durations import format_duration
-from grove.evaluate import ReplicaEvaluation, ReplicaObservation
+from grove.evaluate import ReplicaEvaluation, ReplicaObservation, evaluate_replica
 from grove.release import CliqueGateState, GateDecision
 from grove.rollout import CliqueProgress
 from grove.startup import CliqueStartupState, StartupDecision
@@ -27,6 +27,8 @@ from workflows.messages import (
     CliqueStatus,
     ConditionMirror,
     DeadlineStatus,
+    MirroredWithRead,
+    MirrorWithRead,
     ObjectStatusMirror,
     Phase,
     ReplicaRef,
@@ -206,6 +208,23 @@ def current_breaches(evaluation: ReplicaEvaluation) -> dict[str, tuple[str, str]
                 if deadline is not None else "no termination pending (terminationDelay unset or already due)")
         found[name] = (clock(start), f"{name} breached since {clock(start)}: {message}; {then}")
     return found
+
+
+def mirrors_with_read(plan: MirrorWithRead, snapshot: ReplicaSnapshot,
+                      replica: int) -> tuple[tuple[ObjectStatusMirror, ...], bool, MirroredWithRead] | None:
+    """What a read asked to mirror (MIRROR_WITH_READ_PATCH) writes: the objects whose status changed, whether the
+    PCS's availability changed, and the record of both. None where the round will not evaluate this very read: an
+    invalid spec, something to materialise, a replica no longer wanted. The workflow's own evaluation and digests, on
+    the memory it sent and at the time its round decides at (the later of its decision time and the read's)."""
+    if not snapshot.valid or snapshot.drift or replica >= snapshot.wanted_replicas or snapshot.topology is None:
+        return None
+    evaluation = evaluate_replica(snapshot.topology, observation(snapshot), plan.memory,
+                                  max(plan.decided_at, snapshot.read_at), plan.due_by)
+    changed = tuple(item for item in status_mirrors(snapshot.topology, snapshot, evaluation)
+                    if plan.mirrored.get(item.name) != digest(item))
+    return (changed, evaluation.replica_available != plan.replica_available,
+            MirroredWithRead(digests={item.name: digest(item) for item in changed},
+                             replica_available=evaluation.replica_available))
 
 
 def digest(mirror: ObjectStatusMirror) -> str:

@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         EventRequest,
         ForceTerminateRequest,
         MirrorRequest,
+        MirrorWithRead,
         Nudge,
         PauseRequest,
         PcsState,
@@ -99,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_7_PATCH,
         REPLICA_BASELINE_8_PATCH,
         REPLICA_BASELINE_9_PATCH,
+        REPLICA_BASELINE_10_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -190,6 +192,11 @@ LOCAL_RELEASES_PATCH = "local-releases"
 # and the surplus pods bind once no gate of the replica is left, so their bindings wake no round (issue 17: a 17-pod
 # replica of four frontends and five decoders spent a round of six events on them).
 ONE_RELEASE_PATCH = "one-release-per-round"
+# A round's read from the watch cache also writes the status the round will mirror (observe_replica_cached is sent the
+# memory and digests the evaluation needs, and records what it wrote): one local activity and one marker per round
+# instead of two, and a workflow task that waits on one call to kube-apiserver's status endpoints, not two in a row
+# (issue 17). The round still evaluates and mirrors itself whatever it computes differently. Decided once per run.
+MIRROR_WITH_READ_PATCH = "mirror-with-read"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -208,7 +215,9 @@ REPLICA_BASELINE_6 = REPLICA_BASELINE_5 | {READ_TIME_FLOOR_PATCH}
 REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
 REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH, ENSURE_TOPOLOGY_PATCH}
 REPLICA_BASELINE_9 = REPLICA_BASELINE_8 | {ONE_RELEASE_PATCH}
-REPLICA_BASELINES = ((REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
+REPLICA_BASELINE_10 = REPLICA_BASELINE_9 | {MIRROR_WITH_READ_PATCH, UPDATE_HANDOVER_PATCH}
+REPLICA_BASELINES = ((REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10),
+                     (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
                      (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
@@ -253,6 +262,7 @@ class ReplicaWorkflow:
         self._one_safety_timer = False  # decided once per run, by ONE_SAFETY_TIMER_PATCH
         self._timer_judged = False  # decided once per run, by TIMER_JUDGED_PATCH
         self._read_time_floor = False  # decided once per run, by READ_TIME_FLOOR_PATCH
+        self._read_mirrors = False  # decided once per run, by MIRROR_WITH_READ_PATCH
         self._safety_timer: asyncio.Task[None] | None = None  # the running safety-resync timer (that patch)
         self._safety_fired = False
 
@@ -272,6 +282,9 @@ class ReplicaWorkflow:
         self._one_safety_timer = self._patched(ONE_SAFETY_TIMER_PATCH)
         self._timer_judged = self._patched(TIMER_JUDGED_PATCH)
         self._read_time_floor = self._patched(READ_TIME_FLOOR_PATCH)
+        # The read evaluates as the round will: only where the round decides at a replay-safe time floored at the read.
+        self._read_mirrors = (self._stable_time and self._timer_judged and self._read_time_floor
+                              and self._patched(MIRROR_WITH_READ_PATCH))
         self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
@@ -371,7 +384,8 @@ class ReplicaWorkflow:
         can be judged by resourceVersion; from the apiserver otherwise (DESIGN §4, issue 17)."""
         scheduled_at, reading = workflow.now(), self._nudges.reading()
         if self._cached_reads and self._may_read_cache():
-            request = CachedObserveRequest(ref=self.ref, at_least=self._nudges.cache_at_least())
+            request = CachedObserveRequest(ref=self.ref, at_least=self._nudges.cache_at_least(),
+                                           mirror=self._mirror_with_read())
             snapshot = await self._activity(OBSERVE_REPLICA_CACHED, request, ReplicaSnapshot,
                                             f"observe {self.ref} (watch cache)")
         else:
@@ -381,6 +395,15 @@ class ReplicaWorkflow:
         self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
         self._not_before(snapshot)
         return snapshot
+
+    def _mirror_with_read(self) -> MirrorWithRead | None:
+        """What the read needs to write the status this round will mirror (MIRROR_WITH_READ_PATCH): the memory and
+        digests as they stand now, and the decision time the round's evaluation will floor at the read's time."""
+        if not self._read_mirrors or self._decision_time is None:
+            return None
+        return MirrorWithRead(memory=self.state.memory, mirrored=dict(self.state.mirrored),
+                              replica_available=self.state.replica_available, decided_at=self._decision_time,
+                              due_by=self._due_by(self.state.deadline_fired) or EPOCH)
 
     def _not_before(self, snapshot: ReplicaSnapshot) -> None:
         """Under READ_TIME_FLOOR_PATCH, decide no earlier than the moment this read was taken."""
@@ -607,6 +630,13 @@ class ReplicaWorkflow:
         changed = [m for m in presentation.status_mirrors(topology, snapshot, evaluation)
                    if self.state.mirrored.get(m.name) != presentation.digest(m)]
         availability_changed = evaluation.replica_available != self.state.replica_available
+        if snapshot.mirrored is not None and self._read_mirrors:  # what the round's read already wrote
+            written = {m.name: presentation.digest(m) for m in changed
+                       if snapshot.mirrored.digests.get(m.name) == presentation.digest(m)}
+            self.state.mirrored.update(written)
+            changed = [m for m in changed if m.name not in written]
+            if availability_changed and snapshot.mirrored.replica_available == evaluation.replica_available:
+                self.state.replica_available, availability_changed = evaluation.replica_available, False
         if not changed and not availability_changed:
             return
         request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)

@@ -31,7 +31,7 @@ from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
 from tests.histories import replayer, save
 from worker.history_activities import activity_names, local_activity, patches_in
-from workflows import contract
+from workflows import contract, presentation
 from workflows.messages import (
     CachedObserveRequest,
     CliqueState,
@@ -56,9 +56,10 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_9_PATCH
+from workflows.patches import REPLICA_BASELINE_10_PATCH
 from workflows.replica import (
     LOCAL_RELEASES_PATCH,
+    MIRROR_WITH_READ_PATCH,
     ROUND_BEFORE_HANDOVER_PATCH,
     UPDATE_HANDOVER_PATCH,
     ReplicaWorkflow,
@@ -98,6 +99,10 @@ class ScriptedCluster:
         self.read_clock_ahead = timedelta(0)  # the activity clock's lead over workflow time, as read_at says
         self.breached_reads: list[datetime] = []  # read_at of every read that showed a PodClique short of Ready
         self.healed_reports = 0  # the next this many terminations report the breach healed and delete nothing
+        self.read_mirrors = False  # reads from the cache write the status the workflow asks them to, as the real one
+        self.read_digests_wrong = False  # ... but report digests other than the workflow computes
+        self.mirrored_by_read: list[str] = []  # object names each such read wrote, in order
+        self.mirrored_by_round: list[str] = []  # object names mirror_status wrote, in order
         self._lock = threading.Lock()
 
     def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
@@ -122,7 +127,16 @@ class ScriptedCluster:
         def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
             self.calls.append("observe (cache)")
             time.sleep(self.cache_delay)
-            return self.snapshot(self.cache_ready).model_copy(update={"from_cache": True, "read_from": None})
+            found = self.snapshot(self.cache_ready).model_copy(update={"from_cache": True, "read_from": None})
+            planned = (presentation.mirrors_with_read(request.mirror, found, request.ref.replica)
+                       if self.read_mirrors and request.mirror is not None else None)
+            if planned is None:
+                return found
+            objects, _, written = planned
+            self.mirrored_by_read.extend(item.name for item in objects)
+            if self.read_digests_wrong:
+                written = written.model_copy(update={"digests": dict.fromkeys(written.digests, "0" * 16)})
+            return found.model_copy(update={"mirrored": written})
 
         @activity.defn(name=contract.ENSURE_REPLICA)
         def ensure(ref: ReplicaRef) -> EnsureResult:
@@ -143,6 +157,7 @@ class ScriptedCluster:
                 if self.mirror_failures > 0:
                     self.mirror_failures -= 1
                     raise RuntimeError("kube-apiserver unreachable")
+                self.mirrored_by_round.extend(m.name for m in request.objects)
             return [m.name for m in request.objects]
 
         @activity.defn(name=contract.RECORD_EVENT)
@@ -471,13 +486,54 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_9_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_10_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
-            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH} <= patches_in(events)
+            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH, MIRROR_WITH_READ_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert not set(scheduled) & (contract.LOCAL_ACTIVITIES | contract.LOCAL_RELEASES), scheduled
     assert {contract.OBSERVE_REPLICA_CACHED, contract.MIRROR_STATUS} <= set(activity_names(events))
+
+
+def _mirror_markers(history: WorkflowHistory) -> int:
+    return sum(1 for e in history.events
+               if (local := local_activity(e)) is not None and local.name == contract.MIRROR_STATUS)
+
+
+async def test_a_read_that_wrote_the_status_leaves_the_round_nothing_to_mirror(client: Client) -> None:
+    """The round's read from the cache writes the status the round's evaluation asks for (mirror-with-read): the
+    round records no mirror_status of its own, and the history replays. A later round on a fresh read (a nudge without
+    versions) mirrors the breach itself."""
+    cluster = ScriptedCluster(_pcs("readmirror"))
+    cluster.read_mirrors = True
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        history = await handle.fetch_history()
+        assert _mirror_markers(history) == 0, activity_names(list(history.events))
+        assert sorted(cluster.mirrored_by_read) == sorted(u.name for u in cluster.topology.cliques)
+        assert cluster.mirrored_by_round == []
+        await _breach(cluster, handle)  # a nudge without versions: read from the apiserver, which does not write
+        await _until(handle, lambda s: any(c.breached == "True" for c in s.cliques))
+        history = await handle.fetch_history()
+        await handle.terminate("test over")
+    assert _mirror_markers(history) >= 1 and cluster.mirrored_by_round, "the fresh-read round mirrored itself"
+    await replayer().replay_workflow(history)
+
+
+async def test_a_read_whose_writes_differ_from_the_rounds_evaluation_is_mirrored_again(client: Client) -> None:
+    """What the read reports it wrote is checked against the round's own evaluation, object by object: where the
+    digests differ the round writes its own status (as it would without the read's help)."""
+    cluster = ScriptedCluster(_pcs("readmirror-wrong"))
+    cluster.read_mirrors = cluster.read_digests_wrong = True
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        history = await handle.fetch_history()
+        await handle.terminate("test over")
+    assert _mirror_markers(history) == 1
+    assert sorted(cluster.mirrored_by_round) == sorted(cluster.mirrored_by_read) != []
+    await replayer().replay_workflow(history)
 
 
 async def test_a_failing_local_activity_retries_on_a_timer_and_queries_are_answered_meanwhile(client: Client) -> None:
