@@ -114,7 +114,8 @@ class CachedObserveRequest(Message):
         default_factory=dict, description="kind -> resourceVersion of the newest nudge not yet read: the cache must "
                                           "have reached it, else the activity reads the apiserver")
     mirror: MirrorWithRead | None = Field(
-        default=None, description="also write the status the round will mirror, where the read allows it")
+        default=None, exclude_if=lambda value: value is None,
+        description="also write the status the round will mirror, where the read allows it")
 
 
 class ReplicaSnapshot(Message):
@@ -141,8 +142,12 @@ class ReplicaSnapshot(Message):
         default=None, description="the gang scheduler placing this replica's pods: kube, kai or none (DESIGN §4b)")
     from_cache: bool = Field(
         default=False, description="read from the worker's watch cache: never decided on destructively")
+    # Left out of the payload while unset, so the previous release's workers, whose model forbids unknown fields, still
+    # decode the snapshots of reads that wrote nothing (every EnsureResult, every run begun before the patch) during a
+    # rolling update of the workers.
     mirrored: MirroredWithRead | None = Field(
-        default=None, description="the status this read's activity wrote with it (MIRROR_WITH_READ_PATCH)")
+        default=None, exclude_if=lambda value: value is None,
+        description="the status this read's activity wrote with it (MIRROR_WITH_READ_PATCH)")
 
     @property
     def valid(self) -> bool:

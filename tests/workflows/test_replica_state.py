@@ -88,3 +88,23 @@ def test_messages_stay_strict_about_fields_they_do_not_know() -> None:
         Nudge.model_validate({"sent_at": "2026-11-26T00:00:00Z", "sent_at_typo": 1})
     with pytest.raises(ValidationError, match="carry_typo"):
         ReplicaInput.model_validate({"ref": REF.model_dump(), "carry_typo": {}})
+
+
+def test_a_snapshot_whose_read_wrote_nothing_travels_as_the_previous_release_wrote_it() -> None:
+    """During a rolling update of the workers, a worker of the previous release (its models forbid unknown fields)
+    decodes results a new worker produced: a snapshot that mirrored nothing, as every materialisation's and every read
+    of a run begun before mirror-with-read is, carries no `mirrored` key; one that did round-trips whole."""
+    import json
+    from datetime import UTC, datetime
+
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from workflows.messages import EnsureResult, MirroredWithRead, PcsState, ReplicaSnapshot
+
+    converter = pydantic_data_converter.payload_converter
+    plain = ReplicaSnapshot(read_at=datetime(2026, 11, 29, tzinfo=UTC), pcs_state=PcsState.PRESENT)
+    for value in (plain, EnsureResult(snapshot=plain)):
+        wire = json.loads(converter.to_payload(value).data)
+        assert "mirrored" not in json.dumps(wire), wire
+    wrote = plain.model_copy(update={"mirrored": MirroredWithRead(digests={"p-0-a": "ab"}, replica_available=True)})
+    assert converter.from_payload(converter.to_payload(wrote), ReplicaSnapshot) == wrote
