@@ -210,6 +210,14 @@ def current_breaches(evaluation: ReplicaEvaluation) -> dict[str, tuple[str, str]
     return found
 
 
+def changed_mirrors(topology: ReplicaTopology, snapshot: ReplicaSnapshot, evaluation: ReplicaEvaluation,
+                    mirrored: Mapping[str, str]) -> tuple[ObjectStatusMirror, ...]:
+    """The status mirrors whose digest differs from what was last mirrored (`mirrored`: name -> digest): what a
+    round writes, whether the read writes it (`mirrors_with_read`) or the round's own mirror_status."""
+    return tuple(item for item in status_mirrors(topology, snapshot, evaluation)
+                 if mirrored.get(item.name) != digest(item))
+
+
 def mirrors_with_read(plan: MirrorWithRead, snapshot: ReplicaSnapshot,
                       replica: int) -> tuple[tuple[ObjectStatusMirror, ...], bool, MirroredWithRead] | None:
     """What a read asked to mirror (MIRROR_WITH_READ_PATCH) writes: the objects whose status changed, whether the
@@ -220,8 +228,7 @@ def mirrors_with_read(plan: MirrorWithRead, snapshot: ReplicaSnapshot,
         return None
     evaluation = evaluate_replica(snapshot.topology, observation(snapshot), plan.memory,
                                   max(plan.decided_at, snapshot.read_at), plan.due_by)
-    changed = tuple(item for item in status_mirrors(snapshot.topology, snapshot, evaluation)
-                    if plan.mirrored.get(item.name) != digest(item))
+    changed = changed_mirrors(snapshot.topology, snapshot, evaluation, plan.mirrored)
     return (changed, evaluation.replica_available != plan.replica_available,
             MirroredWithRead(digests={item.name: digest(item) for item in changed},
                              replica_available=evaluation.replica_available))

@@ -627,19 +627,18 @@ class ReplicaWorkflow:
 
     async def _mirror(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot,
                       evaluation: ReplicaEvaluation) -> None:
-        changed = [m for m in presentation.status_mirrors(topology, snapshot, evaluation)
-                   if self.state.mirrored.get(m.name) != presentation.digest(m)]
+        changed = presentation.changed_mirrors(topology, snapshot, evaluation, self.state.mirrored)
         availability_changed = evaluation.replica_available != self.state.replica_available
         if snapshot.mirrored is not None and self._read_mirrors:  # what the round's read already wrote
             written = {m.name: presentation.digest(m) for m in changed
                        if snapshot.mirrored.digests.get(m.name) == presentation.digest(m)}
             self.state.mirrored.update(written)
-            changed = [m for m in changed if m.name not in written]
+            changed = tuple(m for m in changed if m.name not in written)
             if availability_changed and snapshot.mirrored.replica_available == evaluation.replica_available:
                 self.state.replica_available, availability_changed = evaluation.replica_available, False
         if not changed and not availability_changed:
             return
-        request = MirrorRequest(ref=self.ref, objects=tuple(changed), pcs_available_changed=availability_changed)
+        request = MirrorRequest(ref=self.ref, objects=changed, pcs_available_changed=availability_changed)
         await self._activity(MIRROR_STATUS, request, list, f"mirror status of {len(changed)} objects")
         self.state.mirrored.update({m.name: presentation.digest(m) for m in changed})
         self.state.replica_available = evaluation.replica_available
