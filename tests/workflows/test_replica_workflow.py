@@ -56,8 +56,9 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_10_PATCH
+from workflows.patches import REPLICA_BASELINE_11_PATCH
 from workflows.replica import (
+    LOCAL_ENSURE_PATCH,
     LOCAL_RELEASES_PATCH,
     MIRROR_WITH_READ_PATCH,
     ROUND_BEFORE_HANDOVER_PATCH,
@@ -476,8 +477,8 @@ async def test_every_run_looks_once_before_it_hands_over_even_when_it_starts_pas
 
 async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_local_activities(client: Client) -> None:
     """Each patch marker costs two events per run (marker and search attribute upsert): a new run records only the
-    baseline, which stands for every earlier patch. Its cached reads and status mirrors are local activities (one
-    marker each); nothing routine is scheduled as an activity."""
+    baseline, which stands for every earlier patch. Its cached reads, status mirrors and materialising are local
+    activities (one marker each); nothing routine is scheduled as an activity."""
     cluster = ScriptedCluster(_pcs("lean"))
     worker, handle = await _run(client, cluster)
     async with worker:
@@ -486,12 +487,14 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_10_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_11_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
-            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH, MIRROR_WITH_READ_PATCH} <= patches_in(events)
+            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH, MIRROR_WITH_READ_PATCH,
+            LOCAL_ENSURE_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
-    assert not set(scheduled) & (contract.LOCAL_ACTIVITIES | contract.LOCAL_RELEASES), scheduled
+    assert not set(scheduled) & (contract.LOCAL_ACTIVITIES | contract.LOCAL_RELEASES | contract.LOCAL_ENSURES), \
+        scheduled
     assert {contract.OBSERVE_REPLICA_CACHED, contract.MIRROR_STATUS} <= set(activity_names(events))
 
 
@@ -661,7 +664,13 @@ async def test_a_round_goes_on_with_the_plan_materialising_read_when_the_spec_ch
     async with worker:
         await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
         status = await _status(handle)
+        history = await handle.fetch_history()
     assert reads[:2] == ["observe", "ensure"], reads
+    locals_recorded = [local.name for e in history.events if (local := local_activity(e)) is not None]
+    assert contract.ENSURE_REPLICA_RELEASING in locals_recorded, "materialising ran as a local activity (local-ensure)"
+    assert contract.ENSURE_REPLICA_RELEASING not in [
+        e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")]
     assert {c.name for c in status.cliques} == {unit.name for unit in cluster.topology.cliques}
 
 
