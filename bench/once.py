@@ -1,8 +1,8 @@
 """Did every action happen once? The scale-out benchmark's check, from the workflow histories, the objects a watch
 saw and the Kubernetes Events, whichever worker ran each step.
 
-- Gate release: no pod incarnation (UID) is named as released by two completed activities (release_gates, local
-  or not, or ensure_replica_releasing for a base gang), and every pod incarnation the watch saw ungated was released
+- Gate release: no pod incarnation (UID) is named as released by two completed activities (release_gates or
+  ensure_replica_releasing for a base gang, local or not), and every pod incarnation the watch saw ungated was released
   by one.
 - Termination: one completed terminate_gang per breach (target and breach start), and as many as the breaches made.
 - Recreate: each PodClique and pod name has exactly one incarnation more than the terminations that deleted it.
@@ -47,6 +47,8 @@ class Actions:
             if local is not None and local.name == RELEASE_GATES and local.result is not None:
                 # a release as a local activity: its marker holds the result only, which names each pod's UID
                 self._count_release(decoded(local.result, ReleaseResult).released_uids)
+            elif local is not None and local.name == ENSURE_REPLICA_RELEASING and local.result is not None:
+                self._count_release(decoded(local.result, EnsureResult).released_base)  # materialised locally
             elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 scheduled[event.event_id] = event
             elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:

@@ -167,3 +167,28 @@ def test_a_release_by_a_local_activity_counts_once_and_twice_is_a_duplicate() ->
     actions.add_run("wf", [local_release(9, {"s0-0-app-0": "pod-2"})])
     verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
     assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
+
+
+def local_ensure_releasing(event_id: int, released: dict[str, str]) -> HistoryEvent:
+    """ensure_replica_releasing as a local activity (local-ensure): one marker with its result."""
+    event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_MARKER_RECORDED)
+    marker = event.marker_recorded_event_attributes
+    marker.marker_name = LOCAL_ACTIVITY_MARKER
+    marker.details["data"].payloads.append(Payload(data=json.dumps({"activity_type": "ensure_replica_releasing",
+                                                                    "attempt": 1}).encode()))
+    result = EnsureResult(snapshot=ReplicaSnapshot(read_at=BREACH, pcs_state=PcsState.PRESENT, wanted_replicas=1),
+                          released_base=released)
+    marker.details["result"].payloads.extend(_payloads(result))
+    return event
+
+
+def test_a_base_gang_released_by_local_materialising_counts_once_and_twice_is_a_duplicate() -> None:
+    actions = Actions()
+    actions.add_run("wf", [local_ensure_releasing(1, {"s0-0-app-0": "pod-1"}), *terminate(2, "b"),
+                           local_ensure_releasing(5, {"s0-0-app-0": "pod-2"})])
+    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
+    assert verdict.none, verdict.duplicates
+    assert verdict.counts["pods_released"] == 2
+    actions.add_run("wf", [local_ensure_releasing(9, {"s0-0-app-0": "pod-2"})])
+    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
+    assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
