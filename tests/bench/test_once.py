@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -145,50 +147,36 @@ def test_a_base_gang_released_by_materialising_counts_once_and_twice_is_a_duplic
     assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
 
 
-def local_release(event_id: int, released: dict[str, str]) -> HistoryEvent:
-    """release_gates as a local activity: one marker, its result naming each released pod's UID (no request)."""
+def local_marker(event_id: int, activity_type: str, result: object) -> HistoryEvent:
+    """A local activity's one marker: its type and its result (no request)."""
     event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_MARKER_RECORDED)
     marker = event.marker_recorded_event_attributes
     marker.marker_name = LOCAL_ACTIVITY_MARKER
-    marker.details["data"].payloads.append(Payload(data=json.dumps({"activity_type": "release_gates",
+    marker.details["data"].payloads.append(Payload(data=json.dumps({"activity_type": activity_type,
                                                                     "attempt": 1}).encode()))
-    marker.details["result"].payloads.extend(_payloads(ReleaseResult(released=tuple(released),
-                                                                     released_uids=released)))
-    return event
-
-
-def test_a_release_by_a_local_activity_counts_once_and_twice_is_a_duplicate() -> None:
-    actions = Actions()
-    actions.add_run("wf", [local_release(1, {"s0-0-app-0": "pod-1"}), *terminate(2, "b"),
-                           local_release(5, {"s0-0-app-0": "pod-2"})])
-    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
-    assert verdict.none, verdict.duplicates
-    assert verdict.counts["pods_released"] == 2
-    actions.add_run("wf", [local_release(9, {"s0-0-app-0": "pod-2"})])
-    verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
-    assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
-
-
-def local_ensure_releasing(event_id: int, released: dict[str, str]) -> HistoryEvent:
-    """ensure_replica_releasing as a local activity (local-ensure): one marker with its result."""
-    event = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_MARKER_RECORDED)
-    marker = event.marker_recorded_event_attributes
-    marker.marker_name = LOCAL_ACTIVITY_MARKER
-    marker.details["data"].payloads.append(Payload(data=json.dumps({"activity_type": "ensure_replica_releasing",
-                                                                    "attempt": 1}).encode()))
-    result = EnsureResult(snapshot=ReplicaSnapshot(read_at=BREACH, pcs_state=PcsState.PRESENT, wanted_replicas=1),
-                          released_base=released)
     marker.details["result"].payloads.extend(_payloads(result))
     return event
 
 
-def test_a_base_gang_released_by_local_materialising_counts_once_and_twice_is_a_duplicate() -> None:
+def local_release(event_id: int, released: dict[str, str]) -> HistoryEvent:
+    """release_gates as a local activity: its result names each released pod's UID."""
+    return local_marker(event_id, "release_gates", ReleaseResult(released=tuple(released), released_uids=released))
+
+
+def local_ensure_releasing(event_id: int, released: dict[str, str]) -> HistoryEvent:
+    """ensure_replica_releasing as a local activity (local-ensure): the base gang's pods it released."""
+    snapshot = ReplicaSnapshot(read_at=BREACH, pcs_state=PcsState.PRESENT, wanted_replicas=1)
+    return local_marker(event_id, "ensure_replica_releasing", EnsureResult(snapshot=snapshot, released_base=released))
+
+
+@pytest.mark.parametrize("local", [local_release, local_ensure_releasing], ids=["release_gates", "ensure_releasing"])
+def test_a_release_by_a_local_activity_counts_once_and_twice_is_a_duplicate(
+        local: Callable[[int, dict[str, str]], HistoryEvent]) -> None:
     actions = Actions()
-    actions.add_run("wf", [local_ensure_releasing(1, {"s0-0-app-0": "pod-1"}), *terminate(2, "b"),
-                           local_ensure_releasing(5, {"s0-0-app-0": "pod-2"})])
+    actions.add_run("wf", [local(1, {"s0-0-app-0": "pod-1"}), *terminate(2, "b"), local(5, {"s0-0-app-0": "pod-2"})])
     verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
     assert verdict.none, verdict.duplicates
     assert verdict.counts["pods_released"] == 2
-    actions.add_run("wf", [local_ensure_releasing(9, {"s0-0-app-0": "pod-2"})])
+    actions.add_run("wf", [local(9, {"s0-0-app-0": "pod-2"})])
     verdict = judge(actions, breaches=1, **observed())  # type: ignore[arg-type]
     assert verdict.duplicates == ["pod pod-2: released by 2 activities"]
