@@ -206,6 +206,11 @@ MIRROR_WITH_READ_PATCH = "mirror-with-read"
 # workflow task to time out and the next worker to run it again at once (it is idempotent), where an activity waited
 # for its heartbeat timeout (issue 17). Decided once per run, at its start.
 LOCAL_ENSURE_PATCH = "local-ensure"
+# Materialising, like a round's read (MIRROR_WITH_READ_PATCH), is sent what the evaluation needs and writes the status
+# the round will mirror on the snapshot it leaves: a new replica's first round is two local activities, not three.
+# The round mirrors what it computes differently (a gate released after it, a rolling update turn). Decided once per
+# run, with LOCAL_ENSURE_PATCH.
+MIRROR_WITH_ENSURE_PATCH = "mirror-with-ensure"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -225,7 +230,7 @@ REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
 REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH, ENSURE_TOPOLOGY_PATCH}
 REPLICA_BASELINE_9 = REPLICA_BASELINE_8 | {ONE_RELEASE_PATCH}
 REPLICA_BASELINE_10 = REPLICA_BASELINE_9 | {MIRROR_WITH_READ_PATCH, UPDATE_HANDOVER_PATCH}
-REPLICA_BASELINE_11 = REPLICA_BASELINE_10 | {LOCAL_ENSURE_PATCH}
+REPLICA_BASELINE_11 = REPLICA_BASELINE_10 | {LOCAL_ENSURE_PATCH, MIRROR_WITH_ENSURE_PATCH}
 REPLICA_BASELINES = ((REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
                      (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
@@ -265,6 +270,7 @@ class ReplicaWorkflow:
         self._local_activities = False  # decided once per run, by LOCAL_ACTIVITIES_PATCH
         self._local_releases = False  # and LOCAL_RELEASES_PATCH
         self._local_ensure = False  # and LOCAL_ENSURE_PATCH
+        self._ensure_mirrors = False  # and MIRROR_WITH_ENSURE_PATCH
         self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
         self._update_task = -1  # the history length at the start of the last workflow task that took an update
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
@@ -297,6 +303,7 @@ class ReplicaWorkflow:
         # The read evaluates as the round will: only where the round decides at a replay-safe time floored at the read.
         self._read_mirrors = (self._stable_time and self._timer_judged and self._read_time_floor
                               and self._patched(MIRROR_WITH_READ_PATCH))
+        self._ensure_mirrors = self._read_mirrors and self._local_ensure and self._patched(MIRROR_WITH_ENSURE_PATCH)
         self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
@@ -556,7 +563,8 @@ class ReplicaWorkflow:
             name, arg = ENSURE_REPLICA_RELEASING, EnsureRequest(
                 ref=self.ref, cached=snapshot.from_cache,
                 at_least=snapshot.read_versions if snapshot.from_cache else {},
-                release_base=not self.state.paused, release_after=self.state.release_after)
+                release_base=not self.state.paused, release_after=self.state.release_after,
+                mirror=self._mirror_with_read() if self._ensure_mirrors else None)
         reading = self._nudges.reading()
         try:
             result = await self._activity(

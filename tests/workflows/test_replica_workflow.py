@@ -60,6 +60,7 @@ from workflows.patches import REPLICA_BASELINE_11_PATCH
 from workflows.replica import (
     LOCAL_ENSURE_PATCH,
     LOCAL_RELEASES_PATCH,
+    MIRROR_WITH_ENSURE_PATCH,
     MIRROR_WITH_READ_PATCH,
     ROUND_BEFORE_HANDOVER_PATCH,
     UPDATE_HANDOVER_PATCH,
@@ -521,6 +522,50 @@ async def test_a_read_that_wrote_the_status_leaves_the_round_nothing_to_mirror(c
         history = await handle.fetch_history()
         await handle.terminate("test over")
     assert _mirror_markers(history) >= 1 and cluster.mirrored_by_round, "the fresh-read round mirrored itself"
+    await replayer().replay_workflow(history)
+
+
+async def test_materialising_that_wrote_the_status_leaves_the_round_nothing_to_mirror(client: Client) -> None:
+    """A new replica's first round: its read finds objects missing, so materialising writes the status the round's
+    evaluation asks for, on the snapshot it leaves (mirror-with-ensure): the round records no mirror_status of its
+    own, and the history replays."""
+    cluster = ScriptedCluster(_pcs("ensuremirror"))
+    cluster.read_mirrors = True
+    reads: list[str] = []
+    by_ensure: list[str] = []
+
+    @activity.defn(name=contract.OBSERVE_REPLICA_CACHED)
+    def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
+        reads.append("observe")
+        found = cluster.snapshot().model_copy(update={"from_cache": True, "read_from": None})
+        if len(reads) == 1:  # nothing made yet
+            return found.model_copy(update={"drift": ("missing PodClique ensuremirror-0-a",)})
+        planned = presentation.mirrors_with_read(request.mirror, found, 0) if request.mirror else None
+        return found if planned is None else found.model_copy(update={"mirrored": planned[2]})
+
+    @activity.defn(name=contract.ENSURE_REPLICA_RELEASING)
+    def ensure(request: EnsureRequest) -> EnsureResult:
+        found = cluster.snapshot()
+        planned = presentation.mirrors_with_read(request.mirror, found, 0) if request.mirror else None
+        if planned is not None:
+            by_ensure.extend(item.name for item in planned[0])
+            found = found.model_copy(update={"mirrored": planned[2]})
+        return EnsureResult(created=("PodClique/ensuremirror-0-a",), snapshot=found)
+
+    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
+                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
+                                         id=ref.workflow_id, task_queue=queue)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
+        history = await handle.fetch_history()
+        await handle.terminate("test over")
+    assert sorted(by_ensure) == sorted(u.name for u in cluster.topology.cliques), by_ensure
+    assert _mirror_markers(history) == 0, activity_names(list(history.events))
+    assert MIRROR_WITH_ENSURE_PATCH in patches_in(list(history.events))
     await replayer().replay_workflow(history)
 
 
