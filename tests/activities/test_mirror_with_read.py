@@ -32,13 +32,27 @@ def _patches(counting: CountingKube) -> list[str]:
             if method == "PATCH" and path.endswith("/status")]
 
 
+def _one_clique_replica(kube: ApiClient, namespace: str,
+                        name: str) -> tuple[Kube, ReplicaRef, CountingKube, ReplicaActivities]:
+    """A one-clique PodCliqueSet of one replica; the activities on a client that counts requests."""
+    client = Kube(kube)
+    _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, name, 1))
+    ref = ReplicaRef(namespace=namespace, pcs=name, pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
+    counting = CountingKube(kube)
+    return client, ref, counting, ReplicaActivities(counting, detect(client, "auto"))
+
+
+def _delete_pod(client: Kube, namespace: str, pod: str) -> None:
+    client.delete(PODS, namespace, pod)
+    deadline = time.monotonic() + 30
+    while client.get(PODS, namespace, pod) is not None:
+        assert time.monotonic() < deadline, "the pod was not deleted"
+        time.sleep(0.1)
+
+
 def test_a_read_writes_the_rounds_status_once_and_not_where_the_round_materialises_first(
         stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
-    client = Kube(kube)
-    _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, "rm", 1))
-    ref = ReplicaRef(namespace=namespace, pcs="rm", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    counting = CountingKube(kube)
-    activities = ReplicaActivities(counting, detect(client, "auto"))
+    client, ref, counting, activities = _one_clique_replica(kube, namespace, "rm")
     activities.ensure_replica(ref)
     plan = MirrorWithRead(memory=ReplicaMemory(), decided_at=datetime.now(UTC), due_by=EPOCH)
 
@@ -67,11 +81,7 @@ def test_a_read_writes_the_rounds_status_once_and_not_where_the_round_materialis
     assert _patches(counting) == []
 
     # A pod missing: the round materialises first and evaluates what that returns, so the read writes nothing.
-    client.delete(PODS, namespace, "rm-0-a-0")
-    deadline = time.monotonic() + 30
-    while client.get(PODS, namespace, "rm-0-a-0") is not None:
-        assert time.monotonic() < deadline, "the pod was not deleted"
-        time.sleep(0.1)
+    _delete_pod(client, namespace, "rm-0-a-0")
     counting.seen.clear()
     drifted = activities.observe_replica_cached(CachedObserveRequest(ref=ref, mirror=plan))
     assert drifted.drift and drifted.mirrored is None
@@ -86,11 +96,7 @@ def test_a_read_writes_the_rounds_status_once_and_not_where_the_round_materialis
 
 def test_materialising_writes_the_status_of_what_it_made_where_asked(
         stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
-    client = Kube(kube)
-    _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, "me", 1))
-    ref = ReplicaRef(namespace=namespace, pcs="me", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    counting = CountingKube(kube)
-    activities = ReplicaActivities(counting, detect(client, "auto"))
+    client, ref, counting, activities = _one_clique_replica(kube, namespace, "me")
     plan = MirrorWithRead(memory=ReplicaMemory(), decided_at=datetime.now(UTC), due_by=EPOCH)
 
     result = activities.ensure_replica_releasing(EnsureRequest(ref=ref, cached=False, release_base=True, mirror=plan))
@@ -107,11 +113,7 @@ def test_materialising_writes_the_status_of_what_it_made_where_asked(
     assert status["replicas"] == 1 and status["scheduleGatedReplicas"] == 0, "written after the gate was removed"
 
     # Without the workflow asking, materialising writes no status (runs begun before mirror-with-ensure).
-    client.delete(PODS, namespace, "me-0-a-0")
-    deadline = time.monotonic() + 30
-    while client.get(PODS, namespace, "me-0-a-0") is not None:
-        assert time.monotonic() < deadline, "the pod was not deleted"
-        time.sleep(0.1)
+    _delete_pod(client, namespace, "me-0-a-0")
     counting.seen.clear()
     plain = activities.ensure_replica_releasing(EnsureRequest(ref=ref, cached=False, release_base=True))
     assert plain.created and plain.snapshot.mirrored is None and _patches(counting) == []

@@ -525,6 +525,19 @@ async def test_a_read_that_wrote_the_status_leaves_the_round_nothing_to_mirror(c
     await replayer().replay_workflow(history)
 
 
+async def _run_replacing(client: Client, cluster: ScriptedCluster, observe_cached: object,
+                         ensure: object) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
+    """A replica workflow on the cluster's scripted activities, with the cached read and materialising replaced."""
+    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
+                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
+                                         id=ref.workflow_id, task_queue=queue)
+    return worker, handle
+
+
 async def test_materialising_that_wrote_the_status_leaves_the_round_nothing_to_mirror(client: Client) -> None:
     """A new replica's first round: its read finds objects missing, so materialising writes the status the round's
     evaluation asks for, on the snapshot it leaves (mirror-with-ensure): the round records no mirror_status of its
@@ -552,13 +565,7 @@ async def test_materialising_that_wrote_the_status_leaves_the_round_nothing_to_m
             found = found.model_copy(update={"mirrored": planned[2]})
         return EnsureResult(created=("PodClique/ensuremirror-0-a",), snapshot=found)
 
-    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
-    queue = f"mt-{uuid.uuid4().hex[:8]}"
-    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
-                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
-    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
-                                         id=ref.workflow_id, task_queue=queue)
+    worker, handle = await _run_replacing(client, cluster, observe_cached, ensure)
     async with worker:
         await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
         history = await handle.fetch_history()
@@ -699,13 +706,7 @@ async def test_a_round_goes_on_with_the_plan_materialising_read_when_the_spec_ch
         reads.append("ensure")
         return EnsureResult(snapshot=cluster.snapshot())  # its own read: the narrower plan, nothing to make
 
-    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
-    queue = f"mt-{uuid.uuid4().hex[:8]}"
-    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
-                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
-    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
-                                         id=ref.workflow_id, task_queue=queue)
+    worker, handle = await _run_replacing(client, cluster, observe_cached, ensure)
     async with worker:
         await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
         status = await _status(handle)
