@@ -76,9 +76,11 @@ async def test_held_failing_and_pending_work_is_named_and_every_history_written(
                 await asyncio.sleep(0.2)
             lines = await open_workflow_lines(client, queue, tmp_path / "histories")
         finally:
-            RELEASE.set()
+            # Terminate before releasing: a released local activity lets its workflow complete, and terminating a
+            # completed workflow fails.
             for handle in handles:
                 await handle.terminate("test over")
+            RELEASE.set()
 
     text = "\n".join(lines)
     assert f"pending in {ids['waits']}: never_polled attempt 1 (SCHEDULED)" in text
