@@ -86,6 +86,7 @@ from workflows.messages import (
     EnsureResult,
     EventRequest,
     MirrorRequest,
+    MirrorWithRead,
     PcsState,
     ReleaseRequest,
     ReleaseResult,
@@ -220,18 +221,23 @@ class ReplicaActivities:
         local activity per round instead of two. What is written is the workflow's own pure evaluation
         (workflows/presentation.py, `mirrors_with_read`); what the round then computes differently (a rolling update
         turn granted meanwhile) it mirrors itself. A failed write is left to the round's mirror, with its retries."""
-        if request.mirror is None:
+        return self._mirror_with(request.ref, request.mirror, found)
+
+    def _mirror_with(self, ref: ReplicaRef, plan: MirrorWithRead | None, found: ReplicaSnapshot) -> ReplicaSnapshot:
+        """`found` with the status the workflow's round will mirror on it written, and what was written recorded
+        (unchanged where `plan` is None, or the round will not evaluate this very snapshot)."""
+        if plan is None:
             return found
-        planned = mirrors_with_read(request.mirror, found, request.ref.replica)
+        planned = mirrors_with_read(plan, found, ref.replica)
         if planned is None:
             return found
         objects, available_changed, written = planned
         if objects or available_changed:
             try:
-                mirror(self.kube, MirrorRequest(ref=request.ref, objects=objects, pcs_available_changed=available_changed),
+                mirror(self.kube, MirrorRequest(ref=ref, objects=objects, pcs_available_changed=available_changed),
                        self.cache, self.pcs_recounts, count_pcs=self.count_pcs)
             except Exception as exc:  # noqa: BLE001 - the round's own mirror_status writes it, with its retries
-                log.warning("%s: status not written with the read, left to the round: %s", request.ref, exc)
+                log.warning("%s: status not written with the read, left to the round: %s", ref, exc)
                 return found
         return found.model_copy(update={"mirrored": written})
 
@@ -279,7 +285,12 @@ class ReplicaActivities:
     def ensure_replica_releasing(self, request: EnsureRequest) -> EnsureResult:
         """ensure_replica (or ensure_replica_cached), then, where the workflow asks, the base gang's gates removed
         from the pods its release decision picks on the resulting snapshot: a new replica's base gang goes to the
-        scheduler in the activity that made it, not one workflow task and activity later."""
+        scheduler in the activity that made it, not one workflow task and activity later. Where the workflow asks
+        (MIRROR_WITH_ENSURE_PATCH), it also writes the status the round will mirror on the snapshot that results."""
+        result = self._ensure_releasing(request)
+        return result.model_copy(update={"snapshot": self._mirror_with(request.ref, request.mirror, result.snapshot)})
+
+    def _ensure_releasing(self, request: EnsureRequest) -> EnsureResult:
         result = (self.ensure_replica_cached(CachedObserveRequest(ref=request.ref, at_least=request.at_least))
                   if request.cached else self.ensure_replica(request.ref))
         found = result.snapshot

@@ -96,7 +96,10 @@ class WorkerSettings(BaseModel):
     # 12: 49.8 / 37.6 s, 16: 55.3 / 42.9 s, 24: 53.0 / 44.3 s (docs/benchmarks.md). The bound above: every replay
     # must finish within the 10 s workflow task timeout while the others share the CPU; with 100 slots ~25 replays of
     # 2,600-event histories each took over it and replayed again, for minutes (fault run seed 12, round 15). Runs are
-    # capped at 1,000 events (workflows/signals.py); at 12 slots B5's longest task took 1.2 s.
+    # capped at 1,000 events (workflows/signals.py); at 12 slots B5's longest task took 1.2 s. Materialising, a local
+    # activity too since local-ensure, holds a slot while it runs (seconds each while a burst saturates
+    # kube-apiserver): 24 and 40 slots then released 1,000 replicas in 81.6 and 74.8 s against 87-91 s at 12, but 100
+    # 17-pod replicas in 67-68 s with 34-37 history events each against 64 s and 25-26 (docs/benchmarks.md).
     max_concurrent_workflow_tasks: int = Field(
         default_factory=lambda: _positive("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", 12), ge=1)
     # Of the SDK's five workflow-task pollers, the share that polls the shared task queue rather than this worker's

@@ -86,12 +86,16 @@ ACTIVITY_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 # Run as local activities (issue 17): the replica's routine, short, non-destructive steps. A local activity runs in
 # the workflow task that asks for it and leaves one marker in the history, where an activity leaves three events and
 # a workflow task of three more; a routine round shrinks from about 16 events to about 6, and the Temporal server
-# does that much less work. Fresh reads (the evidence for a destructive decision), materialising, gate releases and
-# every deletion stay activities, visible as such in the UI. A patch, decided once per run at its start.
+# does that much less work. Fresh reads (the evidence for a destructive decision) and every deletion decided by the
+# workflow (terminate_gang, recreate_for_update, delete_replica) stay activities, visible as such in the UI; gate
+# releases and materialising followed later (LOCAL_RELEASES, LOCAL_ENSURES). A patch, decided once per run at its start.
 LOCAL_ACTIVITIES_PATCH = "local-activities"
 LOCAL_ACTIVITIES = frozenset({OBSERVE_REPLICA_CACHED, MIRROR_STATUS, RECORD_EVENT})
 # Gate and startup releases as local activities too (workflows/replica.py, LOCAL_RELEASES_PATCH).
 LOCAL_RELEASES = frozenset({RELEASE_GATES, RELEASE_STARTUP})
+# Materialising too (workflows/replica.py, LOCAL_ENSURE_PATCH): every deletion it makes is still decided on a fresh
+# read inside the activity, whichever way it is scheduled.
+LOCAL_ENSURES = frozenset({ENSURE_REPLICA, ENSURE_REPLICA_CACHED, ENSURE_REPLICA_RELEASING})
 
 # --- signals, updates, queries -------------------------------------------------------------------------------------
 NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernetes (watcher, reconciler)

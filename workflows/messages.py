@@ -163,6 +163,9 @@ class EnsureRequest(Message):
     at_least: dict[str, int] = Field(default_factory=dict)
     release_base: bool = Field(description="false while the replica is paused: nothing is released")
     release_after: str = "Scheduled"
+    mirror: MirrorWithRead | None = Field(
+        default=None, exclude_if=lambda value: value is None,
+        description="also write the status the round will mirror, on the snapshot materialising leaves")
 
 
 class EnsureResult(Message):

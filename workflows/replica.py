@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         FORCE_TERMINATE,
         LOCAL_ACTIVITIES,
         LOCAL_ACTIVITIES_PATCH,
+        LOCAL_ENSURES,
         LOCAL_RELEASES,
         MIRROR_STATUS,
         NUDGE_SIGNAL,
@@ -101,6 +102,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_8_PATCH,
         REPLICA_BASELINE_9_PATCH,
         REPLICA_BASELINE_10_PATCH,
+        REPLICA_BASELINE_11_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -197,6 +199,18 @@ ONE_RELEASE_PATCH = "one-release-per-round"
 # instead of two, and a workflow task that waits on one call to kube-apiserver's status endpoints, not two in a row
 # (issue 17). The round still evaluates and mirrors itself whatever it computes differently. Decided once per run.
 MIRROR_WITH_READ_PATCH = "mirror-with-read"
+# Materialising (ensure_replica and its cached and releasing forms) runs as a local activity too: one marker where an
+# activity left three events and a workflow task of three more for its result, and a new replica's first round is one
+# workflow task with its base gang released in it, not two with a trip through the activity queue between them. Each
+# deletion it makes is still decided on a fresh read inside the activity. A worker lost while it runs leaves the
+# workflow task to time out and the next worker to run it again at once (it is idempotent), where an activity waited
+# for its heartbeat timeout (issue 17). Decided once per run, at its start.
+LOCAL_ENSURE_PATCH = "local-ensure"
+# Materialising, like a round's read (MIRROR_WITH_READ_PATCH), is sent what the evaluation needs and writes the status
+# the round will mirror on the snapshot it leaves: a new replica's first round is two local activities, not three.
+# The round mirrors what it computes differently (a gate released after it, a rolling update turn). Decided once per
+# run, with LOCAL_ENSURE_PATCH.
+MIRROR_WITH_ENSURE_PATCH = "mirror-with-ensure"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -216,8 +230,9 @@ REPLICA_BASELINE_7 = REPLICA_BASELINE_6 | {ENSURE_RELEASES_BASE_PATCH}
 REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH, ENSURE_TOPOLOGY_PATCH}
 REPLICA_BASELINE_9 = REPLICA_BASELINE_8 | {ONE_RELEASE_PATCH}
 REPLICA_BASELINE_10 = REPLICA_BASELINE_9 | {MIRROR_WITH_READ_PATCH, UPDATE_HANDOVER_PATCH}
-REPLICA_BASELINES = ((REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10),
-                     (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
+REPLICA_BASELINE_11 = REPLICA_BASELINE_10 | {LOCAL_ENSURE_PATCH, MIRROR_WITH_ENSURE_PATCH}
+REPLICA_BASELINES = ((REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
+                     (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
                      (REPLICA_BASELINE_3_PATCH, REPLICA_BASELINE_3), (REPLICA_BASELINE_2_PATCH, REPLICA_BASELINE_2),
@@ -254,6 +269,8 @@ class ReplicaWorkflow:
         self._heartbeat_timeout: timedelta | None = None  # decided once per run, by ACTIVITY_HEARTBEATS_PATCH
         self._local_activities = False  # decided once per run, by LOCAL_ACTIVITIES_PATCH
         self._local_releases = False  # and LOCAL_RELEASES_PATCH
+        self._local_ensure = False  # and LOCAL_ENSURE_PATCH
+        self._ensure_mirrors = False  # and MIRROR_WITH_ENSURE_PATCH
         self._rounds_begun = 0  # rounds this run has begun (ROUND_BEFORE_HANDOVER_PATCH)
         self._update_task = -1  # the history length at the start of the last workflow task that took an update
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
@@ -278,6 +295,7 @@ class ReplicaWorkflow:
         self._heartbeat_timeout = ACTIVITY_HEARTBEAT_TIMEOUT if self._patched(ACTIVITY_HEARTBEATS_PATCH) else None
         self._local_activities = self._patched(LOCAL_ACTIVITIES_PATCH)
         self._local_releases = self._local_activities and self._patched(LOCAL_RELEASES_PATCH)
+        self._local_ensure = self._local_releases and self._patched(LOCAL_ENSURE_PATCH)
         self._stable_time = self._patched(DECISION_TIME_PATCH)
         self._one_safety_timer = self._patched(ONE_SAFETY_TIMER_PATCH)
         self._timer_judged = self._patched(TIMER_JUDGED_PATCH)
@@ -285,6 +303,7 @@ class ReplicaWorkflow:
         # The read evaluates as the round will: only where the round decides at a replay-safe time floored at the read.
         self._read_mirrors = (self._stable_time and self._timer_judged and self._read_time_floor
                               and self._patched(MIRROR_WITH_READ_PATCH))
+        self._ensure_mirrors = self._read_mirrors and self._local_ensure and self._patched(MIRROR_WITH_ENSURE_PATCH)
         self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
@@ -544,7 +563,8 @@ class ReplicaWorkflow:
             name, arg = ENSURE_REPLICA_RELEASING, EnsureRequest(
                 ref=self.ref, cached=snapshot.from_cache,
                 at_least=snapshot.read_versions if snapshot.from_cache else {},
-                release_base=not self.state.paused, release_after=self.state.release_after)
+                release_base=not self.state.paused, release_after=self.state.release_after,
+                mirror=self._mirror_with_read() if self._ensure_mirrors else None)
         reading = self._nudges.reading()
         try:
             result = await self._activity(
@@ -754,7 +774,8 @@ class ReplicaWorkflow:
                         raise_on: tuple[str, ...] = ()) -> Any:
         try:
             if ((self._local_activities and name in LOCAL_ACTIVITIES)
-                    or (self._local_releases and name in LOCAL_RELEASES)):
+                    or (self._local_releases and name in LOCAL_RELEASES)
+                    or (self._local_ensure and name in LOCAL_ENSURES)):
                 return await workflow.execute_local_activity(
                     name, arg, result_type=result_type, start_to_close_timeout=LOCAL_ACTIVITY_TIMEOUT,
                     retry_policy=ACTIVITY_RETRY, local_retry_threshold=LOCAL_RETRY_THRESHOLD, summary=summary[:200],

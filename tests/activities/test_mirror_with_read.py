@@ -1,7 +1,7 @@
 """A round's read writes the status the round will mirror where the workflow asks (mirror-with-read): the same
 objects, fields and digests as the workflow's own evaluation of that read, nothing where the digests sent say it is
-written already, and nothing where the round will not evaluate that read (something to materialise). Against the
-real apiserver; no worker runs."""
+written already, and nothing where the round will not evaluate that read (something to materialise). Materialising
+does the same on the snapshot it leaves (mirror-with-ensure). Against the real apiserver; no worker runs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from grove import names
 from grove.evaluate import ReplicaMemory, evaluate_replica
 from tests.activities.objects import CountingKube, create_pcs, one_clique_pcs
 from workflows import presentation
-from workflows.messages import CachedObserveRequest, MirrorWithRead, ReplicaRef
+from workflows.messages import CachedObserveRequest, EnsureRequest, MirrorWithRead, ReplicaRef
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -32,13 +32,27 @@ def _patches(counting: CountingKube) -> list[str]:
             if method == "PATCH" and path.endswith("/status")]
 
 
+def _one_clique_replica(kube: ApiClient, namespace: str,
+                        name: str) -> tuple[Kube, ReplicaRef, CountingKube, ReplicaActivities]:
+    """A one-clique PodCliqueSet of one replica; the activities on a client that counts requests."""
+    client = Kube(kube)
+    _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, name, 1))
+    ref = ReplicaRef(namespace=namespace, pcs=name, pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
+    counting = CountingKube(kube)
+    return client, ref, counting, ReplicaActivities(counting, detect(client, "auto"))
+
+
+def _delete_pod(client: Kube, namespace: str, pod: str) -> None:
+    client.delete(PODS, namespace, pod)
+    deadline = time.monotonic() + 30
+    while client.get(PODS, namespace, pod) is not None:
+        assert time.monotonic() < deadline, "the pod was not deleted"
+        time.sleep(0.1)
+
+
 def test_a_read_writes_the_rounds_status_once_and_not_where_the_round_materialises_first(
         stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
-    client = Kube(kube)
-    _, _, pcs_obj, _ = create_pcs(client, namespace, one_clique_pcs(namespace, "rm", 1))
-    ref = ReplicaRef(namespace=namespace, pcs="rm", pcs_uid=pcs_obj["metadata"]["uid"], replica=0)
-    counting = CountingKube(kube)
-    activities = ReplicaActivities(counting, detect(client, "auto"))
+    client, ref, counting, activities = _one_clique_replica(kube, namespace, "rm")
     activities.ensure_replica(ref)
     plan = MirrorWithRead(memory=ReplicaMemory(), decided_at=datetime.now(UTC), due_by=EPOCH)
 
@@ -67,11 +81,7 @@ def test_a_read_writes_the_rounds_status_once_and_not_where_the_round_materialis
     assert _patches(counting) == []
 
     # A pod missing: the round materialises first and evaluates what that returns, so the read writes nothing.
-    client.delete(PODS, namespace, "rm-0-a-0")
-    deadline = time.monotonic() + 30
-    while client.get(PODS, namespace, "rm-0-a-0") is not None:
-        assert time.monotonic() < deadline, "the pod was not deleted"
-        time.sleep(0.1)
+    _delete_pod(client, namespace, "rm-0-a-0")
     counting.seen.clear()
     drifted = activities.observe_replica_cached(CachedObserveRequest(ref=ref, mirror=plan))
     assert drifted.drift and drifted.mirrored is None
@@ -82,3 +92,28 @@ def test_a_read_writes_the_rounds_status_once_and_not_where_the_round_materialis
     counting.seen.clear()
     plain = activities.observe_replica_cached(CachedObserveRequest(ref=ref))
     assert plain.mirrored is None and _patches(counting) == []
+
+
+def test_materialising_writes_the_status_of_what_it_made_where_asked(
+        stack: LocalStack, kube: ApiClient, crds: list[str], namespace: str) -> None:
+    client, ref, counting, activities = _one_clique_replica(kube, namespace, "me")
+    plan = MirrorWithRead(memory=ReplicaMemory(), decided_at=datetime.now(UTC), due_by=EPOCH)
+
+    result = activities.ensure_replica_releasing(EnsureRequest(ref=ref, cached=False, release_base=True, mirror=plan))
+    found = result.snapshot
+    assert result.created and result.released_base and not found.drift
+    assert found.topology is not None and found.mirrored is not None
+    # What the workflow computes on the snapshot materialising returned (its base gang released): the same digests.
+    evaluation = evaluate_replica(found.topology, presentation.observation(found), plan.memory,
+                                  max(plan.decided_at, found.read_at), plan.due_by)
+    expected = {m.name: presentation.digest(m) for m in presentation.status_mirrors(found.topology, found, evaluation)}
+    assert found.mirrored.digests == expected == {"me-0-a": expected["me-0-a"]}
+    assert f"{namespace}/podcliques/me-0-a/status" in _patches(counting)
+    status = client.get(PODCLIQUES, namespace, "me-0-a")["status"]
+    assert status["replicas"] == 1 and status["scheduleGatedReplicas"] == 0, "written after the gate was removed"
+
+    # Without the workflow asking, materialising writes no status (runs begun before mirror-with-ensure).
+    _delete_pod(client, namespace, "me-0-a-0")
+    counting.seen.clear()
+    plain = activities.ensure_replica_releasing(EnsureRequest(ref=ref, cached=False, release_base=True))
+    assert plain.created and plain.snapshot.mirrored is None and _patches(counting) == []

@@ -30,7 +30,8 @@ from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, PODGANGS, PODS, 
 from grove import names
 from localstack.kwok_stages import FAKE_READINESS_ANNOTATION, FAKE_READINESS_FAIL
 from localstack.workerproc import WorkerProcess  # noqa: F401 (the e2e tests import it from here)
-from workflows.contract import STATUS_QUERY, replica_workflow_id
+from worker.replica_client import query_status
+from workflows.contract import replica_workflow_id
 from workflows.messages import Phase, ReplicaStatus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -258,8 +259,7 @@ class Replica:
         self.handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(self.workflow_id)
 
     async def status(self) -> ReplicaStatus:
-        result: ReplicaStatus = await self.handle.query(STATUS_QUERY, result_type=ReplicaStatus,
-                                                        rpc_timeout=timedelta(seconds=5))
+        result: ReplicaStatus = await query_status(self.handle, ReplicaStatus, rpc_timeout=timedelta(seconds=5))
         return result
 
     async def try_status(self) -> ReplicaStatus | None:

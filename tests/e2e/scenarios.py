@@ -56,7 +56,8 @@ async def s1_standalone_cliques_form_the_base_gang(cluster: Cluster,
 
 async def _releases_in_history(handle: WorkflowHandle[Any, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """Pod -> UID released by ensure_replica_releasing, and by release_gates, as the history records them. A run of
-    today's workflow releases gates in local activities (one marker each), never in a scheduled activity."""
+    today's workflow releases gates and materialises in local activities (one marker each), never in a scheduled
+    activity."""
     scheduled: dict[int, str] = {}
     by_ensure: dict[str, str] = {}
     later: dict[str, str] = {}
@@ -64,9 +65,12 @@ async def _releases_in_history(handle: WorkflowHandle[Any, Any]) -> tuple[dict[s
         local = local_activity(event)
         if local is not None and local.name == RELEASE_GATES and local.result is not None:
             later.update(decoded(local.result, ReleaseResult).released_uids)
+        elif local is not None and local.name == ENSURE_REPLICA_RELEASING and local.result is not None:
+            by_ensure.update(decoded(local.result, EnsureResult).released_base)
         elif event.HasField("activity_task_scheduled_event_attributes"):
             name = event.activity_task_scheduled_event_attributes.activity_type.name
-            assert name != RELEASE_GATES, f"event {event.event_id}: release_gates scheduled, not run locally"
+            assert name not in (RELEASE_GATES, ENSURE_REPLICA_RELEASING), \
+                f"event {event.event_id}: {name} scheduled, not run locally"
             scheduled[event.event_id] = name
         elif event.HasField("activity_task_completed_event_attributes"):
             done = event.activity_task_completed_event_attributes

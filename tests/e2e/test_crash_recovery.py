@@ -16,6 +16,7 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.kubeapi import PODS
+from faults.history import ENSURES
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import (
     Cluster,
@@ -27,9 +28,9 @@ from tests.e2e.harness import (
     pcs_manifest,
     wait_for,
 )
-from worker.history_activities import local_activity
+from worker.history_activities import decoded, local_activity
 from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED
-from workflows.messages import Phase
+from workflows.messages import EnsureResult, Phase
 
 # The new worker starts a few seconds into the delay; the deadline is well after that, so the test shows the
 # timer surviving the crash rather than a timer set by the new process.
@@ -174,4 +175,6 @@ async def _reads_since(handle: Any, since: datetime) -> dict[str, int]:
             found["apiserver"] += name in (OBSERVE_REPLICA, ENSURE_REPLICA)
         elif (local := local_activity(event)) is not None:
             found["cache"] += local.name == OBSERVE_REPLICA_CACHED
+            if local.name in ENSURES and local.result is not None:  # materialising, a local activity since local-ensure
+                found["apiserver"] += not decoded(local.result, EnsureResult).snapshot.from_cache
     return found

@@ -56,9 +56,11 @@ from workflows.messages import (
     TerminateResult,
 )
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_10_PATCH
+from workflows.patches import REPLICA_BASELINE_11_PATCH
 from workflows.replica import (
+    LOCAL_ENSURE_PATCH,
     LOCAL_RELEASES_PATCH,
+    MIRROR_WITH_ENSURE_PATCH,
     MIRROR_WITH_READ_PATCH,
     ROUND_BEFORE_HANDOVER_PATCH,
     UPDATE_HANDOVER_PATCH,
@@ -476,8 +478,8 @@ async def test_every_run_looks_once_before_it_hands_over_even_when_it_starts_pas
 
 async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_local_activities(client: Client) -> None:
     """Each patch marker costs two events per run (marker and search attribute upsert): a new run records only the
-    baseline, which stands for every earlier patch. Its cached reads and status mirrors are local activities (one
-    marker each); nothing routine is scheduled as an activity."""
+    baseline, which stands for every earlier patch. Its cached reads, status mirrors and materialising are local
+    activities (one marker each); nothing routine is scheduled as an activity."""
     cluster = ScriptedCluster(_pcs("lean"))
     worker, handle = await _run(client, cluster)
     async with worker:
@@ -486,12 +488,14 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_10_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_11_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
-            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH, MIRROR_WITH_READ_PATCH} <= patches_in(events)
+            contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH, MIRROR_WITH_READ_PATCH,
+            LOCAL_ENSURE_PATCH} <= patches_in(events)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
-    assert not set(scheduled) & (contract.LOCAL_ACTIVITIES | contract.LOCAL_RELEASES), scheduled
+    assert not set(scheduled) & (contract.LOCAL_ACTIVITIES | contract.LOCAL_RELEASES | contract.LOCAL_ENSURES), \
+        scheduled
     assert {contract.OBSERVE_REPLICA_CACHED, contract.MIRROR_STATUS} <= set(activity_names(events))
 
 
@@ -518,6 +522,57 @@ async def test_a_read_that_wrote_the_status_leaves_the_round_nothing_to_mirror(c
         history = await handle.fetch_history()
         await handle.terminate("test over")
     assert _mirror_markers(history) >= 1 and cluster.mirrored_by_round, "the fresh-read round mirrored itself"
+    await replayer().replay_workflow(history)
+
+
+async def _run_replacing(client: Client, cluster: ScriptedCluster, observe_cached: object,
+                         ensure: object) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
+    """A replica workflow on the cluster's scripted activities, with the cached read and materialising replaced."""
+    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
+    queue = f"mt-{uuid.uuid4().hex[:8]}"
+    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
+                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
+    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
+                                         id=ref.workflow_id, task_queue=queue)
+    return worker, handle
+
+
+async def test_materialising_that_wrote_the_status_leaves_the_round_nothing_to_mirror(client: Client) -> None:
+    """A new replica's first round: its read finds objects missing, so materialising writes the status the round's
+    evaluation asks for, on the snapshot it leaves (mirror-with-ensure): the round records no mirror_status of its
+    own, and the history replays."""
+    cluster = ScriptedCluster(_pcs("ensuremirror"))
+    cluster.read_mirrors = True
+    reads: list[str] = []
+    by_ensure: list[str] = []
+
+    @activity.defn(name=contract.OBSERVE_REPLICA_CACHED)
+    def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
+        reads.append("observe")
+        found = cluster.snapshot().model_copy(update={"from_cache": True, "read_from": None})
+        if len(reads) == 1:  # nothing made yet
+            return found.model_copy(update={"drift": ("missing PodClique ensuremirror-0-a",)})
+        planned = presentation.mirrors_with_read(request.mirror, found, 0) if request.mirror else None
+        return found if planned is None else found.model_copy(update={"mirrored": planned[2]})
+
+    @activity.defn(name=contract.ENSURE_REPLICA_RELEASING)
+    def ensure(request: EnsureRequest) -> EnsureResult:
+        found = cluster.snapshot()
+        planned = presentation.mirrors_with_read(request.mirror, found, 0) if request.mirror else None
+        if planned is not None:
+            by_ensure.extend(item.name for item in planned[0])
+            found = found.model_copy(update={"mirrored": planned[2]})
+        return EnsureResult(created=("PodClique/ensuremirror-0-a",), snapshot=found)
+
+    worker, handle = await _run_replacing(client, cluster, observe_cached, ensure)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
+        history = await handle.fetch_history()
+        await handle.terminate("test over")
+    assert sorted(by_ensure) == sorted(u.name for u in cluster.topology.cliques), by_ensure
+    assert _mirror_markers(history) == 0, activity_names(list(history.events))
+    assert MIRROR_WITH_ENSURE_PATCH in patches_in(list(history.events))
     await replayer().replay_workflow(history)
 
 
@@ -651,17 +706,17 @@ async def test_a_round_goes_on_with_the_plan_materialising_read_when_the_spec_ch
         reads.append("ensure")
         return EnsureResult(snapshot=cluster.snapshot())  # its own read: the narrower plan, nothing to make
 
-    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
-    queue = f"mt-{uuid.uuid4().hex[:8]}"
-    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
-                    activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
-    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=timedelta(hours=6)),
-                                         id=ref.workflow_id, task_queue=queue)
+    worker, handle = await _run_replacing(client, cluster, observe_cached, ensure)
     async with worker:
         await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=15)
         status = await _status(handle)
+        history = await handle.fetch_history()
     assert reads[:2] == ["observe", "ensure"], reads
+    locals_recorded = [local.name for e in history.events if (local := local_activity(e)) is not None]
+    assert contract.ENSURE_REPLICA_RELEASING in locals_recorded, "materialising ran as a local activity (local-ensure)"
+    assert contract.ENSURE_REPLICA_RELEASING not in [
+        e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")]
     assert {c.name for c in status.cliques} == {unit.name for unit in cluster.topology.cliques}
 
 

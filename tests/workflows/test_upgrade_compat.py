@@ -21,6 +21,7 @@ from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import (
     BREACH_EVENTS_PATCH,
     ENSURE_RELEASES_BASE_PATCH,
+    LOCAL_ENSURE_PATCH,
     LOCAL_RELEASES_PATCH,
     ONE_SAFETY_TIMER_PATCH,
     UPDATE_HANDOVER_PATCH,
@@ -105,6 +106,14 @@ async def test_without_the_guard_a_run_that_handed_over_in_the_task_that_took_an
                                    "baseline-9-5a41262-update_accepted_in_handover_task.json")
     assert "nondetermin" in failure.lower(), failure
 
+
+async def test_without_the_guard_a_run_that_materialised_in_a_scheduled_activity_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun under replica-baseline-10 (ef84ba2) materialised with a scheduled ensure_replica_releasing; it
+    replays on today's code (above), and forced onto local-ensure its history no longer replays (today's code would
+    record a local activity marker there)."""
+    failure = await _replay_forced(monkeypatch, LOCAL_ENSURE_PATCH, "baseline-10-ef84ba2-s1_start_to_available.json")
+    assert "nondetermin" in failure.lower(), failure
 
 
 async def test_a_termination_scheduled_before_the_recheck_replays_with_one(
