@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
@@ -31,6 +32,8 @@ from workflows.contract import (
     replica_query,
 )
 from workflows.messages import ControlResult, ForceTerminateRequest, PauseRequest, ReplicaStatus
+
+T = TypeVar("T")
 
 
 class OperatorError(Exception):
@@ -111,25 +114,37 @@ async def find_replicas(client: Client, namespace: str, pcs: str, replica: int |
     return chosen
 
 
+async def _asked_again(call: Callable[[], Awaitable[T]], transient: Callable[[Exception], bool],
+                       waits: tuple[float, ...]) -> T:
+    """`call()`, made again after each of `waits` while it raises an error `transient` accepts; any other error, and
+    the last attempt's, is raised."""
+    for wait in (*waits, None):
+        try:
+            return await call()
+        except Exception as err:
+            if wait is None or not transient(err):
+                raise
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 # A status query that reached a run in the instant it continued as new was once answered with "[TMPRL1100]
 # Nondeterminism error: Missing associated machine for LocalActivity(3)" (one fresh-clone CI run,
 # tests/e2e/test_continue_as_new.py): the worker answered it by replaying the run that had just ended, and the replay
 # failed. The workflow itself was not affected: its next run went on, and every run of such chains replays cleanly
-# from its history (the same test, thirteen times). Asked again, the query reaches the new run; a replay that fails
-# every time still shows its error after these waits.
+# from its history (the same test, 21 times). Asked again, the query reaches the new run; a replay that fails every
+# time still shows its error after these waits.
 QUERY_RACE_RETRIES = (0.2, 0.5, 1.0)
+
+
+def _query_raced(err: Exception) -> bool:
+    return isinstance(err, WorkflowQueryFailedError) and "TMPRL1100" in str(err)
 
 
 async def query_status(handle: WorkflowHandle[Any, Any], result_type: type, rpc_timeout: timedelta | None = None) -> Any:
     """The workflow's status query, asked again where it raced a continue-as-new (QUERY_RACE_RETRIES)."""
-    for wait in (*QUERY_RACE_RETRIES, None):
-        try:
-            return await handle.query(STATUS_QUERY, result_type=result_type, rpc_timeout=rpc_timeout)
-        except WorkflowQueryFailedError as err:
-            if wait is None or "TMPRL1100" not in str(err):
-                raise
-            await asyncio.sleep(wait)
-    raise AssertionError("unreachable")
+    return await _asked_again(lambda: handle.query(STATUS_QUERY, result_type=result_type, rpc_timeout=rpc_timeout),
+                              _query_raced, QUERY_RACE_RETRIES)
 
 
 async def replica_status(client: Client, workflow_id: str) -> ReplicaStatus:
@@ -146,20 +161,17 @@ NOT_READY_RETRIES = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 async def _update(client: Client, workflow_id: str, name: str, arg: object | None) -> ControlResult:
     handle = client.get_workflow_handle(workflow_id)
-    for wait in (*NOT_READY_RETRIES, None):
-        try:
-            result: ControlResult = await handle.execute_update(name, *(() if arg is None else (arg,)),
-                                                                result_type=ControlResult)
-            return result
-        except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            message = getattr(cause, "message", None) or str(cause or err)
-            return ControlResult(accepted=False, message=message)
-        except RPCError as err:
-            if wait is None or not workflow_not_ready(err):
-                raise OperatorError(f"{workflow_id}: {err.message}") from err
-            await asyncio.sleep(wait)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    try:
+        result: ControlResult = await _asked_again(
+            lambda: handle.execute_update(name, *(() if arg is None else (arg,)), result_type=ControlResult),
+            lambda err: isinstance(err, RPCError) and workflow_not_ready(err), NOT_READY_RETRIES)
+        return result
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        message = getattr(cause, "message", None) or str(cause or err)
+        return ControlResult(accepted=False, message=message)
+    except RPCError as err:
+        raise OperatorError(f"{workflow_id}: {err.message}") from err
 
 
 def workflow_not_ready(err: RPCError) -> bool:
