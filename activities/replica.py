@@ -200,7 +200,7 @@ class ReplicaActivities:
     @translating_errors("read replica")
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
-        return snapshot(view, read_spec(view.pcs, ref, self.scheduling, view.counts()))
+        return self._noted(ref, snapshot(view, read_spec(view.pcs, ref, self.scheduling, view.counts())))
 
     @activity.defn(name=OBSERVE_REPLICA_CACHED)
     @translating_errors("read replica")
@@ -214,7 +214,14 @@ class ReplicaActivities:
             found = self.observe_replica(request.ref)
         else:
             found = _as_cached(snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts())))
-        return self._mirror_with_read(request, found)
+        return self._noted(request.ref, self._mirror_with_read(request, found))
+
+    def _noted(self, ref: ReplicaRef, found: ReplicaSnapshot) -> ReplicaSnapshot:
+        """`found`, returning to its workflow: its read is noted for the watcher (activities/read_ledger.py), which
+        then skips the nudges it already answered. Its versions are what the workflow judges nudges by."""
+        if self.cache is not None:
+            self.cache.reads.note(ref.workflow_id, found.read_versions)
+        return found
 
     def _mirror_with_read(self, request: CachedObserveRequest, found: ReplicaSnapshot) -> ReplicaSnapshot:
         """Where the workflow asks (MIRROR_WITH_READ_PATCH), write the status its round will mirror on this read: one
@@ -288,7 +295,8 @@ class ReplicaActivities:
         scheduler in the activity that made it, not one workflow task and activity later. Where the workflow asks
         (MIRROR_WITH_ENSURE_PATCH), it also writes the status the round will mirror on the snapshot that results."""
         result = self._ensure_releasing(request)
-        return result.model_copy(update={"snapshot": self._mirror_with(request.ref, request.mirror, result.snapshot)})
+        found = self._mirror_with(request.ref, request.mirror, result.snapshot)
+        return result.model_copy(update={"snapshot": self._noted(request.ref, found)})
 
     def _ensure_releasing(self, request: EnsureRequest) -> EnsureResult:
         result = (self.ensure_replica_cached(CachedObserveRequest(ref=request.ref, at_least=request.at_least))
@@ -380,7 +388,10 @@ class ReplicaActivities:
                 "spec": {"schedulingGates": [{"$patch": "delete", "name": names.SCHEDULING_GATE}]},
             }
             try:
-                self.kube.patch(PODS, ref.namespace, pod, patch, content_type="application/strategic-merge-patch+json")
+                written = self.kube.patch(PODS, ref.namespace, pod, patch,
+                                          content_type="application/strategic-merge-patch+json")
+                if self.cache is not None:  # the next round's read from the cache sees the gate gone
+                    self.cache.wrote(PODS, written)
                 return True
             except KubeError as exc:
                 if exc.not_found or exc.conflict or exc.replaced:  # gone, or the name now belongs to another pod

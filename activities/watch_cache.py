@@ -43,9 +43,11 @@ from activities.kubeapi import (
     ListWatch,
     Resource,
     name_of,
+    resource_version,
     slim,
 )
 from activities.metrics import PROGRESS_PROBES
+from activities.read_ledger import ReadLedger
 from grove import names
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,13 @@ def _trimmed(obj: JSON) -> JSON:
     return obj
 
 
+def _older(obj: JSON, than: JSON) -> bool:
+    """Whether `obj` is an older version of the same object than `than` (resourceVersions compare as integers)."""
+    mine, theirs = resource_version(obj), resource_version(than)
+    return (mine is not None and theirs is not None and mine < theirs
+            and (obj.get("metadata") or {}).get("uid") == (than.get("metadata") or {}).get("uid"))
+
+
 class _Store:
     """One kind's objects by (namespace, name), and by replica; guarded by the cache's lock."""
 
@@ -103,6 +112,9 @@ class _Store:
 
     def put(self, obj: JSON) -> None:
         key = ((obj.get("metadata") or {}).get("namespace") or "", name_of(obj))
+        held = self.objects.get(key)
+        if held is not None and _older(obj, held):  # a write of this process's is newer (WatchCache.wrote)
+            return
         self.drop(key)
         self.objects[key] = _trimmed(obj)
         index = self._index(obj) if self.indexed else None
@@ -145,6 +157,8 @@ class WatchCache:
         self._subscribers: list[Subscriber] = []
         self._on_first_sync: list[Callable[[], None]] = []
         self._started = False
+        # What the replica workflows' reads from here saw: the watcher skips nudges they already answered.
+        self.reads = ReadLedger()
 
     # --- lifecycle ---------------------------------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -213,6 +227,21 @@ class WatchCache:
         made.append(watch)
         store.watch = watch
         watch.start(name=f"cache-{store.resource.plural}")
+
+    def wrote(self, resource: Resource, obj: JSON) -> None:
+        """An object this process has just written, as kube-apiserver answered the write: kept in place of the one
+        the store holds, if that is an older version of it, so that a read right after sees the write before the
+        watch delivers it (a round read the gates its previous round had removed still on, under load, and removed
+        them again). The kind's version does not move: only what the watch has handed on counts for freshness. An
+        object the store does not hold is left alone: it may have been deleted since the write."""
+        store = self._stores.get(resource.kind)
+        if store is None:
+            return
+        key = ((obj.get("metadata") or {}).get("namespace") or "", name_of(obj))
+        with self._lock:
+            held = store.objects.get(key)
+            if held is not None and _older(held, obj):
+                store.put(obj)
 
     # --- reads -------------------------------------------------------------------------------------------------------
     @property

@@ -218,3 +218,36 @@ def test_the_status_mirror_writes_from_the_watch_cache_with_one_request_and_keep
         assert counting.calls == ["get"], "a cached copy at another UID is not trusted: read, and left alone"
     finally:
         cache.stop()
+
+
+def test_a_write_of_this_process_is_read_back_until_the_watch_delivers_it_or_something_newer() -> None:
+    """WatchCache.wrote: the answer to our own write replaces the older version the store holds (a round reads the
+    gates its previous round removed as removed), an older watch event never puts the old one back, a newer one
+    does replace it, and an object the store does not hold (deleted since) is never brought back. The store alone:
+    no watch runs, so what the store holds is what these calls made it hold."""
+    cache = WatchCache(Kube.__new__(Kube), "ns")
+    store = cache._stores[PODS.kind]
+
+    def pod(rv: int, uid: str = "u1", gated: bool = True) -> dict[str, Any]:
+        gates = [{"name": names.SCHEDULING_GATE}] if gated else []
+        return {"metadata": {"namespace": "ns", "name": "p", "uid": uid, "resourceVersion": str(rv)},
+                "spec": {"schedulingGates": gates}}
+
+    def held() -> tuple[str, bool]:
+        obj = store.objects[("ns", "p")]
+        return obj["metadata"]["resourceVersion"], bool(obj["spec"]["schedulingGates"])
+
+    store.put(pod(5))
+    cache.wrote(PODS, pod(7, gated=False))
+    assert held() == ("7", False), "our write, before the watch delivers it"
+    store.put(pod(6))  # the watch catching up with an event from before the write
+    assert held() == ("7", False)
+    cache.wrote(PODS, pod(6))
+    assert held() == ("7", False), "an older answer is not kept"
+    store.put(pod(8, gated=False))
+    assert held() == ("8", False), "the watch's newer event"
+    store.put(pod(3, uid="u2"))
+    assert held() == ("3", True), "another pod of that name: the watch decides"
+    store.drop(("ns", "p"))
+    cache.wrote(PODS, pod(9, uid="u2", gated=False))
+    assert ("ns", "p") not in store.objects, "deleted meanwhile: not brought back"
