@@ -38,7 +38,7 @@ BREACH_SECONDS = Histogram(
 NUDGES = Counter(
     "grove_temporal_nudges",
     "Nudge signals sent to replica workflows by the watcher",
-    ["outcome"],  # sent | workflow-missing | failed | answered (a read had already seen it)
+    ["outcome"],  # sent | workflow-missing | failed
 )
 WATCH_EVENTS = Counter(
     "grove_temporal_watch_events",

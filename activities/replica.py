@@ -200,7 +200,7 @@ class ReplicaActivities:
     @translating_errors("read replica")
     def observe_replica(self, ref: ReplicaRef) -> ReplicaSnapshot:
         view = read_replica(self.kube, ref)
-        return self._noted(ref, snapshot(view, read_spec(view.pcs, ref, self.scheduling, view.counts())))
+        return snapshot(view, read_spec(view.pcs, ref, self.scheduling, view.counts()))
 
     @activity.defn(name=OBSERVE_REPLICA_CACHED)
     @translating_errors("read replica")
@@ -214,14 +214,7 @@ class ReplicaActivities:
             found = self.observe_replica(request.ref)
         else:
             found = _as_cached(snapshot(view, read_spec(view.pcs, request.ref, self.scheduling, view.counts())))
-        return self._noted(request.ref, self._mirror_with_read(request, found))
-
-    def _noted(self, ref: ReplicaRef, found: ReplicaSnapshot) -> ReplicaSnapshot:
-        """`found`, returning to its workflow: its read is noted for the watcher (activities/read_ledger.py), which
-        then skips the nudges it already answered. Its versions are what the workflow judges nudges by."""
-        if self.cache is not None:
-            self.cache.reads.note(ref.workflow_id, found.read_versions)
-        return found
+        return self._mirror_with_read(request, found)
 
     def _mirror_with_read(self, request: CachedObserveRequest, found: ReplicaSnapshot) -> ReplicaSnapshot:
         """Where the workflow asks (MIRROR_WITH_READ_PATCH), write the status its round will mirror on this read: one
@@ -295,8 +288,7 @@ class ReplicaActivities:
         scheduler in the activity that made it, not one workflow task and activity later. Where the workflow asks
         (MIRROR_WITH_ENSURE_PATCH), it also writes the status the round will mirror on the snapshot that results."""
         result = self._ensure_releasing(request)
-        found = self._mirror_with(request.ref, request.mirror, result.snapshot)
-        return result.model_copy(update={"snapshot": self._noted(request.ref, found)})
+        return result.model_copy(update={"snapshot": self._mirror_with(request.ref, request.mirror, result.snapshot)})
 
     def _ensure_releasing(self, request: EnsureRequest) -> EnsureResult:
         result = (self.ensure_replica_cached(CachedObserveRequest(ref=request.ref, at_least=request.at_least))

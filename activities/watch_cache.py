@@ -47,7 +47,6 @@ from activities.kubeapi import (
     slim,
 )
 from activities.metrics import PROGRESS_PROBES
-from activities.read_ledger import ReadLedger
 from grove import names
 
 log = logging.getLogger(__name__)
@@ -157,8 +156,6 @@ class WatchCache:
         self._subscribers: list[Subscriber] = []
         self._on_first_sync: list[Callable[[], None]] = []
         self._started = False
-        # What the replica workflows' reads from here saw: the watcher skips nudges they already answered.
-        self.reads = ReadLedger()
 
     # --- lifecycle ---------------------------------------------------------------------------------------------------
     def subscribe(self, subscriber: Subscriber) -> None:

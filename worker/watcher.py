@@ -64,7 +64,6 @@ from activities.kubeapi import (
     slim,
 )
 from activities.metrics import NUDGES, WATCH_EVENTS
-from activities.read_ledger import ReadLedger
 from activities.watch_cache import WatchCache
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
@@ -164,10 +163,6 @@ TOUCHED_PRUNE_AT = 20_000
 # How long the items of the first lists are held for every kind to be listed (module docstring): far longer than the
 # lists take while kube-apiserver answers; a kind it refuses would otherwise hold them for good.
 FIRST_LIST_PATIENCE_SECONDS = 30.0
-# A nudge to a workflow signalled this recently waits for the read of the round that signal woke (Nudger._answered).
-READ_WAIT_SECONDS = 1.0
-READ_POLL_SECONDS = 0.01
-SENT_PRUNE_AT = 20_000
 
 
 def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
@@ -188,12 +183,8 @@ class Nudger:
     def __init__(self, client: Client, *, concurrency: int = 64, coalesce_seconds: float = 0.005,
                  status_window_seconds: float = 0.0, retry_seconds: float = 2.0,
                  rpc_timeout: timedelta = RPC_TIMEOUT,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 reads: ReadLedger | None = None) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.client = client
-        # What the workflows' reads in this process saw: a nudge one of them already answered is not sent.
-        self.reads = reads
-        self._sent_at: dict[str, float] = {}  # workflow id -> when (monotonic) its latest nudge was signalled
         self.rpc_timeout = rpc_timeout
         self.coalesce_seconds = coalesce_seconds
         self.status_window_seconds = status_window_seconds
@@ -276,9 +267,6 @@ class Nudger:
 
     async def _send(self, workflow_id: str, versions: Versions | None) -> None:
         try:
-            if await self._answered(workflow_id, versions):
-                NUDGES.labels("answered").inc()
-                return
             try:
                 async with self._semaphore:
                     # Stamped at each attempt: a round that began after this moment has seen the change.
@@ -287,7 +275,6 @@ class Nudger:
                             NUDGE_SIGNAL, Nudge(sent_at=self.clock()), rpc_timeout=self.rpc_timeout)
                 NUDGES.labels("sent").inc()
                 self.failing_since = None
-                self._signalled(workflow_id)
             except asyncio.CancelledError:  # this term ends (the Lease lost or handed back): a later one sends it
                 self.request(workflow_id, versions)
                 raise
@@ -307,32 +294,6 @@ class Nudger:
             self._in_flight.discard(workflow_id)
             if workflow_id in self._pending:
                 self._wake.set()
-
-
-    async def _answered(self, workflow_id: str, versions: Versions | None) -> bool:
-        """Whether the workflow's reads have already seen every version of this nudge (activities/read_ledger.py),
-        so its signal would wake a round that reads nothing new. Where the workflow was signalled moments ago and
-        its reads run in this process, the read of the round that signal woke is waited for first (up to
-        READ_WAIT_SECONDS): a change heard while that round runs is often in its read. The workflow could not start
-        another task before that round's ended, so the wait costs a change the read missed almost nothing."""
-        if self.reads is None or not versions:
-            return False
-        sent = self._sent_at.get(workflow_id)
-        if sent is not None:
-            while time.monotonic() < sent + READ_WAIT_SECONDS:
-                noted = self.reads.noted_at(workflow_id)
-                if noted is None or noted >= sent:  # not read here at all, or read since
-                    break
-                await asyncio.sleep(READ_POLL_SECONDS)
-        return self.reads.covers(workflow_id, versions)
-
-    def _signalled(self, workflow_id: str) -> None:
-        if self.reads is None:
-            return
-        if len(self._sent_at) > SENT_PRUNE_AT:
-            horizon = time.monotonic() - READ_WAIT_SECONDS
-            self._sent_at = {wid: at for wid, at in self._sent_at.items() if at >= horizon}
-        self._sent_at[workflow_id] = time.monotonic()
 
 
 class Watcher:
@@ -368,7 +329,7 @@ class Watcher:
         self.handover_window_seconds = handover_window_seconds
         self.rpc_timeout = rpc_timeout
         self.nudger = Nudger(client, clock=clock, rpc_timeout=rpc_timeout, coalesce_seconds=nudge_coalesce_seconds,
-                             status_window_seconds=nudge_status_window_seconds, reads=self.cache.reads)
+                             status_window_seconds=nudge_status_window_seconds)
         self.nudger.on_missing = self._workflow_missing
         self.pcs_feed = _Feed(PODCLIQUESETS, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, pclq_fingerprint)

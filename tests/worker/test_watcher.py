@@ -19,7 +19,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube
-from activities.read_ledger import ReadLedger
 from grove import names
 from tests.localstack.stack_proof_workflows import (
     NudgeCountWorkflow,
@@ -27,7 +26,7 @@ from tests.localstack.stack_proof_workflows import (
     PcsChangedWorkflow,
 )
 from worker.telemetry import client_interceptors
-from worker.watcher import READ_WAIT_SECONDS, Nudger, Watcher
+from worker.watcher import Nudger, Watcher
 from workflows.contract import ReplicaKey, reconciler_workflow_id
 
 if TYPE_CHECKING:
@@ -530,11 +529,10 @@ class _RecordingClient:
 
 
 @contextlib.asynccontextmanager
-async def _running_nudger(window: float, reads: ReadLedger | None = None
-                          ) -> AsyncIterator[tuple[_RecordingClient, Nudger, float]]:
+async def _running_nudger(window: float) -> AsyncIterator[tuple[_RecordingClient, Nudger, float]]:
     """A Nudger with this status window running against a recording client; yields them and when it started."""
     client = _RecordingClient()
-    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=window, reads=reads)  # type: ignore[arg-type]
+    nudger = Nudger(client, coalesce_seconds=0, status_window_seconds=window)  # type: ignore[arg-type]
     running = asyncio.create_task(nudger.run())
     try:
         yield client, nudger, time.monotonic()
@@ -575,61 +573,3 @@ async def test_each_replica_s_status_only_nudge_waits_its_own_window() -> None:
         await asyncio.sleep(0.2)
         assert [wid for _, wid, _ in client.sent] == ["a", "b"]
         assert 0.4 <= client.sent[0][0] - began < 0.5 and client.sent[1][0] - began >= 0.65
-
-
-async def test_a_nudge_whose_versions_a_read_of_its_workflow_already_reached_is_not_sent() -> None:
-    """The read ledger (activities/read_ledger.py): a held nudge whose change the workflow's round read meanwhile
-    would wake a round for nothing; one past the read, or without versions, or for another workflow, is sent."""
-    reads = ReadLedger()
-    async with _running_nudger(0.2, reads) as (client, nudger, _):
-        nudger.request("a", {"Pod": 5}, status_only=True)
-        nudger.request("b", {"Pod": 6}, status_only=True)
-        reads.note("a", {"Pod": 7, "PodClique": 3})  # a's round read up to Pod 7 while the nudges were held
-        await asyncio.sleep(0.35)
-        assert [wid for _, wid, _ in client.sent] == ["b"], "a's read had seen Pod 5; b was never read here"
-        nudger.request("a", {"Pod": 8})  # past a's read
-        nudger.request("c", None)  # no versions: only the workflow can judge it
-        await asyncio.sleep(0.05)
-        assert [(wid, versions) for _, wid, versions in client.sent][1:] == [("a", {"Pod": 8}), ("c", None)]
-
-
-async def test_a_nudge_right_after_one_waits_for_the_read_of_the_round_that_one_woke() -> None:
-    """A change heard while the round woken by the previous nudge runs: the nudge waits for that round's read (at
-    most READ_WAIT_SECONDS), and goes only if the read missed the change."""
-    reads = ReadLedger()
-    reads.note("a", {"Pod": 1})  # a's reads run in this process
-    async with _running_nudger(0.0, reads) as (client, nudger, began):
-        nudger.request("a", {"Pod": 2})
-        await asyncio.sleep(0.05)
-        assert len(client.sent) == 1
-        nudger.request("a", {"Pod": 3})  # heard while the round woken by Pod 2 runs
-        await asyncio.sleep(0.1)
-        assert len(client.sent) == 1, "waits for that round's read"
-        reads.note("a", {"Pod": 3})  # the round read it
-        await asyncio.sleep(0.1)
-        assert len(client.sent) == 1, "the read had it: not sent"
-        nudger.request("a", {"Pod": 4})
-        await asyncio.sleep(0.05)
-        assert len(client.sent) == 2, "read since the last signal: nothing to wait for, and this one is new"
-        nudger.request("a", {"Pod": 5})
-        await asyncio.sleep(0.05)
-        assert len(client.sent) == 2, "waits again"
-        await asyncio.sleep(READ_WAIT_SECONDS)
-        assert [versions for _, _, versions in client.sent] == [{"Pod": 2}, {"Pod": 4}, {"Pod": 5}], \
-            "no read came: sent when the wait ran out"
-        assert client.sent[2][0] - client.sent[1][0] >= READ_WAIT_SECONDS - 0.05
-
-
-def test_the_read_ledger_keeps_the_newest_versions_and_forgets_old_reads() -> None:
-    reads = ReadLedger(keep_seconds=0.2)
-    reads.note("a", {"Pod": 5, "PodClique": 9})
-    reads.note("a", {"Pod": 4, "PodGang": 2})
-    assert reads.covers("a", {"Pod": 5, "PodClique": 9, "PodGang": 2})
-    assert not reads.covers("a", {"Pod": 6})
-    assert not reads.covers("a", {"PodCliqueScalingGroup": 1}), "a kind never read"
-    assert not reads.covers("a", None) and not reads.covers("a", {}), "no versions: never"
-    assert not reads.covers("b", {"Pod": 1})
-    time.sleep(0.25)
-    assert not reads.covers("a", {"Pod": 1}) and reads.noted_at("a") is None, "forgotten"
-    reads.note("b", {"Pod": 1})
-    assert "a" not in reads._reads, "pruned when another read is noted"
