@@ -32,6 +32,7 @@ from activities.kubeapi import (
 )
 from activities.observe import parsed_pcs, planned_replica
 from activities.status import write_pcs_condition
+from activities.watch_cache import WatchCache
 from grove import manifests, names
 from grove.autoscaling import hpa_differs, hpa_manifests
 from grove.fields import unsupported_fields
@@ -153,8 +154,9 @@ def mirror_unsupported(kube: Kube, pcs_obj: JSON) -> None:
 
 # --- startup order -------------------------------------------------------------------------------------------------
 class StartupActivities:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, cache: WatchCache | None = None) -> None:
         self.kube = kube
+        self.cache = cache  # the worker's watch cache: the next round's read sees the pods marked (WatchCache.wrote)
 
     @activity.defn(name=RELEASE_STARTUP)
     def release_startup(self, request: StartupRequest) -> StartupResult:
@@ -163,7 +165,9 @@ class StartupActivities:
         def release(pod: str, uid: str) -> bool:
             patch = {"metadata": {"uid": uid, "annotations": {names.ANNOTATION_STARTUP: names.STARTUP_RELEASED}}}
             try:
-                self.kube.patch(PODS, request.ref.namespace, pod, patch)
+                written = self.kube.patch(PODS, request.ref.namespace, pod, patch)
+                if self.cache is not None:
+                    self.cache.wrote(PODS, written)
                 return True
             except KubeError as exc:
                 if exc.not_found or exc.conflict or exc.replaced:  # gone, or the name is another pod's now

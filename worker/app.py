@@ -114,7 +114,7 @@ def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = N
         replica.record_event,
         reconcile.sync_pcs_batch,
         reconcile.sweep_replica_workflows,
-        StartupActivities(kube).release_startup,
+        StartupActivities(kube, cache).release_startup,
         rollout.observe_rollout,
         rollout.observe_rollout_cached,
         rollout.recreate_for_update,

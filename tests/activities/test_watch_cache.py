@@ -251,3 +251,34 @@ def test_a_write_of_this_process_is_read_back_until_the_watch_delivers_it_or_som
     store.drop(("ns", "p"))
     cache.wrote(PODS, pod(9, uid="u2", gated=False))
     assert ("ns", "p") not in store.objects, "deleted meanwhile: not brought back"
+
+
+def test_gate_and_startup_releases_are_read_back_from_the_cache_before_the_watch_delivers_them(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    """The activities hand the cache kube-apiserver's answer to their patches: with the cache's watches stopped (so
+    nothing else could bring the change in), a read from it shows the gate gone and the pod marked started."""
+    from activities.replica import ReplicaActivities
+    from activities.scaling import StartupActivities
+    from workflows.messages import StartupRequest
+
+    client = Kube(kube)
+    model, plan, ref, pclq = _replica_with_clique(client, namespace)
+    owner = manifests.owner_reference(names.GROVE_API_VERSION, names.KIND_PODCLIQUE, "wc-0-a", pclq["metadata"]["uid"])
+    pod = manifests.pod_manifest(model, plan, "wc-0-a", 0, owner=owner)
+    pod["metadata"].setdefault("annotations", {})[names.ANNOTATION_STARTUP] = names.STARTUP_WAITING
+    made = client.create(PODS, namespace, pod)
+    assert any(g["name"] == names.SCHEDULING_GATE for g in made["spec"].get("schedulingGates") or [])
+    cache = WatchCache(client, namespace).start()
+    try:
+        _until(lambda: "wc-0-a-0" in read_replica_cached(cache, ref).pods, "the cache to hold the pod")
+    finally:
+        cache.stop()  # from here on only the activities' writes reach the store
+
+    uid = made["metadata"]["uid"]
+    released, _ = ReplicaActivities(client, cache=cache)._remove_gates(ref, {"wc-0-a-0": uid}, "base", ("wc-0",))
+    assert released == ["wc-0-a-0"]
+    started = StartupActivities(client, cache).release_startup(StartupRequest(ref=ref, pods={"wc-0-a-0": uid}))
+    assert started.started == ("wc-0-a-0",)
+    cached = read_replica_cached(cache, ref).pods["wc-0-a-0"]
+    assert not any(g["name"] == names.SCHEDULING_GATE for g in cached["spec"].get("schedulingGates") or [])
+    assert cached["metadata"]["annotations"][names.ANNOTATION_STARTUP] == names.STARTUP_RELEASED
