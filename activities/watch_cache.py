@@ -77,6 +77,11 @@ def _trimmed(obj: JSON) -> JSON:
     return obj
 
 
+def _key(obj: JSON) -> tuple[str, str]:
+    """Where a store keeps an object: (namespace, name)."""
+    return ((obj.get("metadata") or {}).get("namespace") or "", name_of(obj))
+
+
 def _older(obj: JSON, than: JSON) -> bool:
     """Whether `obj` is an older version of the same object than `than` (resourceVersions compare as integers)."""
     mine, theirs = resource_version(obj), resource_version(than)
@@ -110,7 +115,7 @@ class _Store:
         return (meta.get("namespace") or "", str(pcs), str(replica))
 
     def put(self, obj: JSON) -> None:
-        key = ((obj.get("metadata") or {}).get("namespace") or "", name_of(obj))
+        key = _key(obj)
         held = self.objects.get(key)
         if held is not None and _older(obj, held):  # a write of this process's is newer (WatchCache.wrote)
             return
@@ -197,7 +202,7 @@ class WatchCache:
         def on_event(kind: str, obj: JSON, relisted: bool) -> None:
             with self._lock:
                 if kind == "DELETED":
-                    store.drop(((obj.get("metadata") or {}).get("namespace") or "", name_of(obj)))
+                    store.drop(_key(obj))
                 else:
                     store.put(obj)
                 store.changed_at = time.monotonic()
@@ -234,7 +239,7 @@ class WatchCache:
         store = self._stores.get(resource.kind)
         if store is None:
             return
-        key = ((obj.get("metadata") or {}).get("namespace") or "", name_of(obj))
+        key = _key(obj)
         with self._lock:
             held = store.objects.get(key)
             if held is not None and _older(held, obj):
