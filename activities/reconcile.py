@@ -23,7 +23,7 @@ from activities.fanout import fan_out, gather_all
 from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, Kube, condition_of
 from activities.observe import parsed_pcs
 from activities.scaling import sync_day2
-from activities.status import write_pcs_condition
+from activities.status import write_observed_generation, write_pcs_condition
 from grove import names
 from grove.controllers import other_controller_problem
 from grove.models.podcliqueset import PodCliqueSet, wanted_replicas
@@ -126,6 +126,9 @@ class ReconcileActivities:
                 ref = ReplicaRef(namespace=meta["namespace"], pcs=meta["name"], pcs_uid=meta["uid"], replica=index)
                 jobs.append(ensure(ref))
             await gather_all(jobs)
+            # Only once this generation is judged and every workflow it wants runs: a worker's first list then leaves
+            # the PCS alone (worker/watcher.py), where it used to start 1,000 workflows anew after every restart.
+            await asyncio.to_thread(write_observed_generation, self.kube, obj)
 
         await gather_all(sync_one(obj) for obj in items if not obj["metadata"].get("deletionTimestamp"))
         if request.only is not None:

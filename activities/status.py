@@ -178,6 +178,25 @@ def write_pcs_condition(kube: Kube, obj: JSON, kind: str, status: str, reason: s
             raise
 
 
+def write_observed_generation(kube: Kube, obj: JSON) -> bool:
+    """`status.observedGeneration`: the generation of the PCS (as read, `obj`) that the reconciler has judged and
+    started every replica's workflow for, as Kubernetes controllers report it (`kubectl wait`, GitOps health checks).
+    A restarted worker's watcher hands the reconciler only PodCliqueSets whose generation is not observed yet
+    (worker/watcher.py). Written only when it differs; True when written. A PCS deleted meanwhile is not an error."""
+    meta = obj["metadata"]
+    generation = meta.get("generation")
+    if generation is None or (obj.get("status") or {}).get("observedGeneration") == generation:
+        return False
+    try:
+        kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"], {"status": {"observedGeneration": generation}},
+                   subresource="status")
+    except KubeError as exc:
+        if not exc.not_found:
+            raise
+        return False
+    return True
+
+
 def _cached(cache: WatchCache | None, kind: str, namespace: str, name: str, uid: str | None) -> JSON | None:
     """The watch cache's copy of the object, if it has it at this UID; None: read the apiserver."""
     if cache is None:

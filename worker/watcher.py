@@ -25,6 +25,13 @@ reads kube-apiserver. The items' own versions, not the LIST's: every worker's ca
 that item's watch event, where a LIST's version is reached only by the next event or bookmark of its kind (a minute
 on an idle kind).
 
+Nor does a first list hand every PodCliqueSet to the reconciler, which then started each of their replica workflows
+again (USE_EXISTING: nothing new, but one call to Temporal each, 1,000 of them after every restart in B5, while the
+restarted worker replayed every replica). Only a PCS whose status does not show its generation observed is handed
+over: one created, changed or never reconciled while no worker watched (`status.observedGeneration`, written by the
+reconciler once it has started every replica's workflow for that generation). A replica whose workflow went
+missing meanwhile is still found at once: its first-list nudge finds no workflow, and that tells the reconciler.
+
 Status-only changes. Most watch events of a replica coming up or rolling only move what its status counts: a pod
 bound, Running, Ready. Each nudge is a signal in the replica's history, and most bring a workflow task: a 17-pod
 replica took about 20 signals from created to Available. A change that the workflow decides on (readiness lost, a
@@ -462,7 +469,8 @@ class Watcher:
         first = listed and not relisted and self._first_list is not None and kind != "DELETED"
         versions = _versions_of(feed.resource, obj) if first or not listed else None
         if feed is self.pcs_feed:
-            self._pcs_changed(key, obj, previous[1] if previous else None, versions, self._hold if first else None)
+            self._pcs_changed(key, obj, previous[1] if previous else None, versions, self._hold if first else None,
+                              tell=not (first and _reconciled(obj)))
             return
         status_only = (siblings is not None and not listed and previous is not None and kind != "DELETED"
                        and _status_only(previous[0], feed.known[key][0], siblings[key], siblings)
@@ -538,9 +546,10 @@ class Watcher:
                  "a read from kube-apiserver", whole, len(tested) - whole)
 
     def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None,
-                     nudge: Callable[[str, Versions | None], None] | None = None) -> None:
+                     nudge: Callable[[str, Versions | None], None] | None = None, *, tell: bool = True) -> None:
         nudge = nudge or self._nudge
-        self.tell_reconciler(key)
+        if tell:
+            self.tell_reconciler(key)
         # Every replica that may exist before or after the change re-reads its spec (scale in/out, deletion).
         for version in (previous, obj):
             if version is None:
@@ -653,6 +662,16 @@ def _all_ready(siblings: dict[ObjectKey, _PodFacts]) -> bool:
     while a pod is still gated: the base gang's last Ready often comes while its release round runs, and would wake
     another round for nothing."""
     return all(pod.ready for pod in siblings.values())
+
+
+def _reconciled(pcs: JSON) -> bool:
+    """An item of a first list the reconciler need not be told of (module docstring, "A worker's first list"): its
+    status shows the current generation observed, so the reconciler has judged this spec and started every replica's
+    workflow for it. Not while the Grove operator's finalizer is on it: who drives it is the reconciler's to judge."""
+    meta = pcs.get("metadata", {})
+    return (meta.get("generation") is not None
+            and (pcs.get("status") or {}).get("observedGeneration") == meta.get("generation")
+            and names.GROVE_OPERATOR_PCS_FINALIZER not in (meta.get("finalizers") or []))
 
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,7 +30,13 @@ from tests.e2e.harness import (
     wait_for,
 )
 from worker.history_activities import decoded, local_activity
-from workflows.contract import ENSURE_REPLICA, OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED
+from workflows.contract import (
+    ENSURE_REPLICA,
+    OBSERVE_REPLICA,
+    OBSERVE_REPLICA_CACHED,
+    PCS_CHANGED_SIGNAL,
+    reconciler_workflow_id,
+)
 from workflows.messages import EnsureResult, Phase
 
 # The new worker starts a few seconds into the delay; the deadline is well after that, so the test shows the
@@ -144,6 +151,11 @@ async def test_a_restarted_worker_reads_its_cache_for_what_changed_and_kube_apis
     cluster.fail_readiness("down-1-frontend-1")
     wait_for(lambda: not any(is_ready(p) for p in cluster.pods_of("down-1-frontend")
                              if p["metadata"]["name"] == "down-1-frontend-1"), timeout=30, what="KWOK's NotReady")
+    # A PodCliqueSet created while no worker runs: its generation is not observed, so the first list hands it to the
+    # reconciler; "down", reconciled before the kill, is not handed over again.
+    cluster.apply(pcs_manifest("late", cluster.namespace, replicas=1, cliques=[clique("frontend", 1, 1)]))
+    down = cluster.pcs("down") or {}
+    assert down["status"].get("observedGeneration") == down["metadata"]["generation"], down.get("status")
     restarted_at = datetime.now(UTC)
     worker_process.start()
 
@@ -153,8 +165,12 @@ async def test_a_restarted_worker_reads_its_cache_for_what_changed_and_kube_apis
     wait_for(lambda: len([p for p in cluster.pods_of("down-0-frontend") if is_ready(p)]) == 2, timeout=60,
              what="replica 0's pod recreated and Ready")
     log = worker_process.log_path.read_text(errors="replace")
-    assert ("first lists: 2 replica(s) nudged with their items' versions (whole in the cache), 1 for a read from "
-            "kube-apiserver") in log, log[-5000:]
+    assert ("first lists: 2 replica(s) nudged with their items' versions (whole in the cache), 2 for a read from "
+            "kube-apiserver") in log, log[-5000:]  # replica 0, and the new PCS's replica (nothing of it exists yet)
+    await Replica(temporal_client, cluster, "late", 0).wait_phase(Phase.AVAILABLE)
+    told = await _pcs_changes_since(temporal_client.get_workflow_handle(reconciler_workflow_id(cluster.namespace)),
+                                    restarted_at)
+    assert "late" in told and "down" not in told, told
 
     reads = {index: await _reads_since(replica.handle, restarted_at) for index, replica in enumerate(replicas)}
     assert reads[0]["apiserver"] >= 1, reads  # the deleted pod: only kube-apiserver can show it gone
@@ -162,6 +178,18 @@ async def test_a_restarted_worker_reads_its_cache_for_what_changed_and_kube_apis
     # Nothing changed, but the status writes after the replica's last read are newer than that read: a round on the
     # cache (no more), where a nudge without versions read kube-apiserver
     assert reads[2]["apiserver"] == 0 and reads[2]["cache"] <= 1, reads
+
+
+async def _pcs_changes_since(handle: Any, since: datetime) -> set[str]:
+    """The PodCliqueSets the reconciler was told of (its pcs_changed signals) after `since`."""
+    told: set[str] = set()
+    async for event in handle.fetch_history_events():
+        attributes = event.workflow_execution_signaled_event_attributes
+        if (event.event_time.ToDatetime().replace(tzinfo=UTC) >= since
+                and event.HasField("workflow_execution_signaled_event_attributes")
+                and attributes.signal_name == PCS_CHANGED_SIGNAL):
+            told.update(name for _, name in json.loads(attributes.input.payloads[0].data))
+    return told
 
 
 async def _reads_since(handle: Any, since: datetime) -> dict[str, int]:

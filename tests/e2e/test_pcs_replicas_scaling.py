@@ -94,6 +94,16 @@ def _kept(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str,
     return {k: (v, after[k]) for k, v in before.items() if k in after and after[k] != v}
 
 
+def _wait_generation_observed(cluster: Cluster) -> None:
+    """The PCS's status.observedGeneration reaches its generation: the reconciler has judged the spec as it stands
+    and started every replica's workflow for it (as `kubectl wait --for=jsonpath=...` or a GitOps tool checks)."""
+    def observed() -> bool:
+        obj = cluster.pcs(PCS) or {}
+        return (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]
+
+    wait_for(observed, timeout=30, what="status.observedGeneration == metadata.generation")
+
+
 def _scale_sg(cluster: Cluster, replicas: int) -> None:
     """`kubectl scale pcsg scale-<i>-sg --replicas=N` for every PCS replica."""
     for group in cluster.kube.list_items(SCALINGGROUPS, cluster.namespace):
@@ -111,9 +121,11 @@ async def test_scale_pcs_and_pcsg_replicas_up_and_down(
     cluster.apply(manifest)
     inventory = _wait_converged(cluster, "replicas 2, PCSG replicas 5")
     assert len(cluster.pods()) == 22
+    _wait_generation_observed(cluster)
 
     cluster.patch_pcs(PCS, {"spec": {"replicas": 3}})
     after = _wait_converged(cluster, "replicas 2→3")
+    _wait_generation_observed(cluster)
     assert len(cluster.pods()) == 33 and _kept(inventory, after) == {}
     await Replica(temporal_client, cluster, PCS, 2).wait_phase(Phase.AVAILABLE)
     inventory = after

@@ -388,6 +388,17 @@ def test_a_first_list_nudges_whole_replicas_with_their_items_versions_and_the_re
         return obj
 
     watcher._on_event(watcher.pcs_feed, "ADDED", pcs, listed)
+    # The reconciler is told only of a PCS whose generation its status does not show observed (created or changed
+    # while no worker watched); one it has reconciled is left alone, unless the Grove operator's finalizer is on it.
+    for name, status, finalizers in (("settled", {"observedGeneration": 4}, []),
+                                     ("changed", {"observedGeneration": 3}, []),
+                                     ("claimed", {"observedGeneration": 4}, [names.GROVE_OPERATOR_PCS_FINALIZER])):
+        other = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}",
+                                                      "generation": 4, "resourceVersion": "4",
+                                                      "finalizers": finalizers},
+                 "spec": {"replicas": 0}, "status": status}
+        watcher._on_event(watcher.pcs_feed, "ADDED", other, listed)
+    assert watcher._pending_pcs == {("ns", "p"), ("ns", "changed"), ("ns", "claimed")}
     for replica in range(3):
         watcher._on_event(pclq, "ADDED", item("PodClique", f"p-{replica}-a", 10 + replica, replica), listed)
         watcher._on_event(pod, "ADDED", item("Pod", f"p-{replica}-a-0", 20 + replica, replica), listed)
