@@ -7,11 +7,15 @@ showing its rollout done, as a full pass judges it):
 2. a reconciler full pass, triggered by its `full_pass` signal (it runs every 10 min; triggering one also
    restarts that clock, so no full pass falls into the next window). Once with no replica, once with N.
 3. loaded window: N settled replicas, `window` seconds.
-4. a safety-resync round of every replica (each replica re-reads the cluster every 6 h even without a nudge),
-   reproduced by nudging every replica once: the same observe round, plus a signal event instead of a timer's.
+4. a safety-resync round of every replica (each replica looks at its replica again every 6 h even without a
+   nudge): the rounds their own timers bring, with the worker's `--replica-resync-seconds` set to `safety_resync`
+   so that they come within the run; waited for after the rollout round, and counted per hour at one per 6 h. (It
+   was reproduced by nudging every replica once, a nudge without versions: a round that reads kube-apiserver, five
+   requests per replica, where the timer's round reads the watch cache.)
 5. an idle round of every PCS's rollout workflow (each re-reads its PCS every `rollout_resync`, from the watch
-   cache): the rounds their own timers bring, waited for last. The windows before it end sooner than that timer
-   after the fleet settled, so no rollout round falls into them (`rollout_rounds_in_windows` says if one did).
+   cache): the rounds their own timers bring. The windows before it end sooner than that timer after the fleet
+   settled, so no rollout round falls into them (`rollout_rounds_in_windows` says if one did), and the replicas'
+   safety timers fire after it (`safety_rounds_in_windows` says if one did not).
 Per hour: window rate × 3600 + 6 full passes + one resync round per 6 h + 3600 / rollout_resync rollout rounds +
 the watcher's relists (3 LIST and 3 WATCH requests per 30 min, from the configuration: outside any window here).
 Fixed = the same sum with no replica; per replica = (total at N − fixed) / N. Windows are shorter than an hour:
@@ -33,7 +37,6 @@ from bench.sampling import Delta, Reading, history_lengths, wait_quiet
 from bench.workload import pcs_uid
 from localstack.workerproc import WorkerProcess
 from workflows.contract import (
-    NUDGE_SIGNAL,
     OBSERVE_ROLLOUT_CACHED,
     reconciler_workflow_id,
     rollout_workflow_id,
@@ -42,13 +45,19 @@ from workflows.contract import (
 FULL_PASSES_PER_HOUR = 6  # WorkerSettings.reconcile_every = 10 min
 RESYNCS_PER_HOUR = 1 / 6  # WorkerSettings.replica_safety_resync = 6 h
 SWEEP = "sweep_replica_workflows"
+# The replicas' safety timers are armed as the fleet settles and the rollout workflows' idle timers about then too;
+# this much later than the rollout round's, the safety round falls after it.
+SAFETY_MARGIN_S = 30.0
 RELIST_REQUESTS_PER_HOUR = 12  # 3 feeds × (LIST + WATCH) per WorkerSettings.watch_resync = 30 min
 
 
 async def run(clusters: Clusters, *, replicas: int = 200, window: float = 300.0, per_pcs: int = 10,
-              rollout_resync: float = 600.0, timeout: float = 1200.0) -> dict[str, Any]:
+              rollout_resync: float = 600.0, safety_resync: float = 900.0, timeout: float = 1200.0) -> dict[str, Any]:
+    if safety_resync < max(window, rollout_resync) + SAFETY_MARGIN_S:
+        raise ValueError(f"--safety-resync ({safety_resync:g} s) must be at least {SAFETY_MARGIN_S:g} s more than "
+                         f"--window and --rollout-resync: the replicas' safety rounds come after the other windows")
     async with clusters.cluster(pods=replicas) as cluster:
-        return await _run(cluster, replicas, window, per_pcs, rollout_resync, timeout)
+        return await _run(cluster, replicas, window, per_pcs, rollout_resync, safety_resync, timeout)
 
 
 async def _rollouts_settled(cluster: BenchCluster, namespace: str, names: list[str], timeout: float) -> float:
@@ -86,6 +95,15 @@ async def _cached_rollout_rounds(cluster: BenchCluster, rollouts: list[str]) -> 
                   and e.activity_task_scheduled_event_attributes.activity_type.name == OBSERVE_ROLLOUT_CACHED}
         found[workflow_id] = sum(1 for e in events if e.HasField("activity_task_completed_event_attributes")
                                  and e.activity_task_completed_event_attributes.scheduled_event_id in cached)
+    return found
+
+
+async def _timers_fired(cluster: BenchCluster, workflows: list[str]) -> dict[str, int]:
+    """Workflow -> timers fired in its current run so far: in a settled fleet, only its safety-resync timer."""
+    found: dict[str, int] = {}
+    for workflow_id in workflows:
+        events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
+        found[workflow_id] = sum(1 for e in events if e.HasField("timer_fired_event_attributes"))
     return found
 
 
@@ -133,9 +151,10 @@ def _per_hour(window: dict[str, float], full_pass: dict[str, float], resync: dic
 
 
 async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollout_resync: float,
-               timeout: float) -> dict[str, Any]:
+               safety_resync: float, timeout: float) -> dict[str, Any]:
     namespace = cluster.namespace("b4")
-    worker = cluster.worker(namespace, extra_args=["--rollout-resync-seconds", f"{rollout_resync:g}"])
+    worker = cluster.worker(namespace, extra_args=["--rollout-resync-seconds", f"{rollout_resync:g}",
+                                                   "--replica-resync-seconds", f"{safety_resync:g}"])
     worker.wait_ready()
     reconciler = reconciler_workflow_id(namespace)
     handle = cluster.client.get_workflow_handle(reconciler)
@@ -167,10 +186,18 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollo
                 for pcs in fleet.counts]
     every = [reconciler, *ids, *rollouts]
 
-    async def nudge_all() -> None:
-        await asyncio.gather(*(cluster.client.get_workflow_handle(w).signal(NUDGE_SIGNAL) for w in ids))
-
     rounds_before = await _cached_rollout_rounds(cluster, rollouts)
+    fired_before = await _timers_fired(cluster, ids)
+
+    async def safety_rounds() -> None:
+        """Until every replica's safety-resync timer has fired once more (its round follows: `_measure` waits for
+        the worker to be quiet)."""
+        start = await _timers_fired(cluster, ids)
+        deadline = asyncio.get_running_loop().time() + safety_resync + 120
+        while any(n <= start[w] for w, n in (await _timers_fired(cluster, ids)).items()):
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"replica workflows had no safety-resync round within {safety_resync + 120:.0f}s")
+            await asyncio.sleep(2.0)
 
     async def rollout_rounds() -> None:
         """Until every rollout workflow has had one more idle round (its own timer's)."""
@@ -185,9 +212,10 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollo
     full_pass_loaded = await _measure(cluster, worker, every, None, full_pass)
     rollouts_woken = await _signals(cluster, rollouts) - signals_before
     loaded_window = await _measure(cluster, worker, every, window)
-    resync = await _measure(cluster, worker, ids, None, nudge_all)
     rounds_in_windows = sum((await _cached_rollout_rounds(cluster, rollouts)).values()) - sum(rounds_before.values())
     rollout_round = await _measure(cluster, worker, rollouts, None, rollout_rounds)
+    safety_in_windows = sum((await _timers_fired(cluster, ids)).values()) - sum(fired_before.values())
+    resync = await _measure(cluster, worker, ids, None, safety_rounds)
     idle_cpu_rate = fixed_window["cpu_seconds"] / fixed_window["seconds"]
     fixed = _per_hour(fixed_window, full_pass_empty, None, None, 0.0, idle_cpu_rate)
     total = _per_hour(loaded_window, full_pass_loaded, resync, rollout_round, 3600 / rollout_resync, idle_cpu_rate)
@@ -205,6 +233,8 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollo
         "rollouts_settled_after_fleet_s": rollouts_settled_s,
         "rollout_resync_s": rollout_resync,
         "rollout_rounds_in_windows": rounds_in_windows,
+        "safety_resync_s": safety_resync,
+        "safety_rounds_in_windows": safety_in_windows,
         "rollouts_woken_by_full_pass": rollouts_woken,
         "targets": {"le_1_request_per_replica_hour": per_replica["kube_requests"] <= 1.0,
                     "le_150_history_events_per_replica_hour": per_replica["history_events"] <= 150},

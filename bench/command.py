@@ -19,7 +19,7 @@ ACCEPTS = {
     "b1": {"replicas", "interval", "profile", "backends"},
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors", "repeat"},
-    "b4": {"replicas", "window", "per_pcs", "rollout_resync"},
+    "b4": {"replicas", "window", "per_pcs", "rollout_resync", "safety_resync"},
     "b5": {"replicas", "per_pcs", "profile", "workers"},
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
@@ -91,6 +91,9 @@ def bench(
     window: Annotated[float | None, typer.Option(help="b4: seconds of each idle window (300)")] = None,
     rollout_resync: Annotated[float | None, typer.Option(min=1, help="b4: the worker's --rollout-resync-seconds "
                                                                      "(600, its default)")] = None,
+    safety_resync: Annotated[float | None, typer.Option(min=1, help="b4: the worker's --replica-resync-seconds, so "
+                                                                    "that the replicas' safety rounds come within "
+                                                                    "the run (900; the worker's default is 6 h)")] = None,
     per_pcs: Annotated[int | None, typer.Option(help="b3-b5, rollout, scaleout: replicas per PodCliqueSet "
                                                           "(10)")] = None,
     profile: Annotated[bool, typer.Option(help="b1, b3, b5: py-spy the worker while measuring (top frames in the "
@@ -125,7 +128,7 @@ def bench(
         raise typer.BadParameter(f"unknown scenario {scenario!r}; one of {', '.join(ACCEPTS)}")
     given: dict[str, Any] = {"replicas": replicas, "interval": interval, "delay": delay, "down": down,
                              "window": window,
-                             "rollout_resync": rollout_resync,
+                             "rollout_resync": rollout_resync, "safety_resync": safety_resync,
                              "per_pcs": per_pcs, "workers": workers,
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
                              "profile": profile or None,

@@ -158,7 +158,10 @@ class WorkerSettings(BaseModel):
     reconcile_every: timedelta = timedelta(minutes=10)
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),
                                         description="how often each worker checks the reconciler is running")
-    replica_safety_resync: timedelta = timedelta(hours=6)
+    # How often a replica workflow looks at its replica again when no change was heard (`--replica-resync-seconds`):
+    # a round on the watch cache, so a nudge lost on its way still gets acted on. Taken by the replica workflows the
+    # reconciler starts; a running reconciler keeps the value it was started with.
+    replica_safety_resync: timedelta = Field(default=timedelta(hours=6), gt=timedelta(0))
     # How often a rollout workflow with nothing to do re-reads its PCS (from this worker's watch cache): the longest
     # a PCS's updatedReplicas can lag a replica whose pods were recreated outside a rollout. Taken by the rollout
     # workflows the reconciler starts; a running reconciler keeps the value it was started with.

@@ -140,12 +140,16 @@ async def test_b3_that_runs_out_of_time_carries_what_it_measured(stack: LocalSta
 
 async def test_b4_idle_cost_splits_fixed_and_per_replica(stack: LocalStack) -> None:
     results = _envelope_ok(await run_scenario("b4", {"replicas": 3, "window": 5.0, "per_pcs": 3,
-                                                      "rollout_resync": 20.0}, stack=stack), "b4")
+                                                      "rollout_resync": 20.0, "safety_resync": 50.0},
+                                              stack=stack), "b4")
     assert set(results["per_replica_per_hour"]) == {"kube_requests", "history_events", "cpu_seconds"}
     fixed = results["fixed_per_worker_per_hour"]
     assert fixed["kube_requests"] > 0 and fixed["cpu_seconds"] > 0  # lease renewals at the least
     measured = results["measured"]
+    # The replicas' safety rounds came from their own timers, after the other windows, and read the watch cache.
+    assert results["safety_rounds_in_windows"] == 0
     assert measured["resync_round_all_replicas"]["history_events"] > 0
+    assert measured["resync_round_all_replicas"]["kube_requests"] == 0, measured["resync_round_all_replicas"]
     assert measured["full_pass_loaded"]["history_events"] > 0
     # The settled PCS's rollout workflow slept through the full pass, and its idle round read the watch cache.
     assert results["rollout_workflows"] == 1 and results["rollouts_woken_by_full_pass"] == 0

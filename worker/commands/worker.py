@@ -37,6 +37,11 @@ def worker(
         float, typer.Option(min=1, help="how often an idle rollout workflow re-reads its PodCliqueSet (from the "
                                         "watch cache), for the rollout workflows the reconciler starts")
     ] = 600,
+    replica_resync_seconds: Annotated[
+        float, typer.Option(min=1, help="how often a replica workflow looks at its replica again with no change "
+                                        "heard (its safety resync, from the watch cache), for the replica "
+                                        "workflows the reconciler starts")
+    ] = 6 * 3600,
     stuck_attempts: Annotated[
         int, typer.Option(min=1, help="failed attempts of one workflow task that make a replica workflow stuck")
     ] = 3,
@@ -70,7 +75,8 @@ def worker(
     updates: dict[str, object] = {"watcher": watcher, "watch_cache": watch_cache, "reconciler_check": timedelta(seconds=reconciler_check_seconds),
                                   "stuck_check": timedelta(seconds=stuck_check_seconds),
                                   "stuck_attempts": stuck_attempts, "stuck_sweep_batch": stuck_sweep_batch,
-                                  "rollout_idle_resync": timedelta(seconds=rollout_resync_seconds)}
+                                  "rollout_idle_resync": timedelta(seconds=rollout_resync_seconds),
+                                  "replica_safety_resync": timedelta(seconds=replica_resync_seconds)}
     if kubeconfig:
         updates["kubeconfig"] = kubeconfig
     if namespace:
