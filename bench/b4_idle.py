@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from activities.kubeapi import PODCLIQUESETS
@@ -105,6 +106,16 @@ async def _timers_fired(cluster: BenchCluster, workflows: list[str]) -> dict[str
         events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
         found[workflow_id] = sum(1 for e in events if e.HasField("timer_fired_event_attributes"))
     return found
+
+
+async def _each_once_more(count: Callable[[], Awaitable[dict[str, int]]], within: float, what: str) -> None:
+    """Until every workflow's count (rounds, timers fired) has grown by one since the call."""
+    start = await count()
+    deadline = asyncio.get_running_loop().time() + within
+    while any(n <= start[w] for w, n in (await count()).items()):
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"not every workflow had a {what} within {within:.0f}s")
+        await asyncio.sleep(2.0)
 
 
 async def _measure(cluster: BenchCluster, worker: WorkerProcess, workflows: list[str], seconds: float | None,
@@ -192,21 +203,11 @@ async def _run(cluster: BenchCluster, n: int, window: float, per_pcs: int, rollo
     async def safety_rounds() -> None:
         """Until every replica's safety-resync timer has fired once more (its round follows: `_measure` waits for
         the worker to be quiet)."""
-        start = await _timers_fired(cluster, ids)
-        deadline = asyncio.get_running_loop().time() + safety_resync + 120
-        while any(n <= start[w] for w, n in (await _timers_fired(cluster, ids)).items()):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"replica workflows had no safety-resync round within {safety_resync + 120:.0f}s")
-            await asyncio.sleep(2.0)
+        await _each_once_more(lambda: _timers_fired(cluster, ids), safety_resync + 120, "safety-resync round")
 
     async def rollout_rounds() -> None:
         """Until every rollout workflow has had one more idle round (its own timer's)."""
-        start = await _cached_rollout_rounds(cluster, rollouts)
-        deadline = asyncio.get_running_loop().time() + rollout_resync + 120
-        while any(n <= start[w] for w, n in (await _cached_rollout_rounds(cluster, rollouts)).items()):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"rollout workflows had no idle round within {rollout_resync + 120:.0f}s")
-            await asyncio.sleep(2.0)
+        await _each_once_more(lambda: _cached_rollout_rounds(cluster, rollouts), rollout_resync + 120, "idle round")
 
     signals_before = await _signals(cluster, rollouts)
     full_pass_loaded = await _measure(cluster, worker, every, None, full_pass)
