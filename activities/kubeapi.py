@@ -498,6 +498,12 @@ def ours(obj: JSON) -> bool:
     return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
+def generation_observed(obj: JSON) -> bool:
+    """The object's status shows its current generation observed (`status.observedGeneration`)."""
+    generation = (obj.get("metadata") or {}).get("generation")
+    return generation is not None and (obj.get("status") or {}).get("observedGeneration") == generation
+
+
 def condition_of(obj: JSON, kind: str) -> JSON:
     """The object's status condition of type `kind`; {} where it has none."""
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})

@@ -13,7 +13,15 @@ from typing import Any
 
 from activities.coalesce import GroupCommit
 from activities.fanout import fan_out
-from activities.kubeapi import JSON, PODCLIQUES, PODCLIQUESETS, SCALINGGROUPS, Kube, KubeError
+from activities.kubeapi import (
+    JSON,
+    PODCLIQUES,
+    PODCLIQUESETS,
+    SCALINGGROUPS,
+    Kube,
+    KubeError,
+    generation_observed,
+)
 from activities.observe import uid_of
 from activities.watch_cache import NotFresh, WatchCache
 from grove import names
@@ -170,31 +178,26 @@ def write_pcs_condition(kube: Kube, obj: JSON, kind: str, status: str, reason: s
         "observedGeneration": meta.get("generation"),
     }
     others = [c for c in conditions if c.get("type") != kind]
-    try:
-        kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"], {"status": {"conditions": [*others, condition]}},
-                   subresource="status")
-    except KubeError as exc:
-        if not exc.not_found:
-            raise
+    _patch_pcs_status(kube, obj, {"conditions": [*others, condition]})
 
 
-def write_observed_generation(kube: Kube, obj: JSON) -> bool:
+def write_observed_generation(kube: Kube, obj: JSON) -> None:
     """`status.observedGeneration`: the generation of the PCS (as read, `obj`) that the reconciler has judged and
     started every replica's workflow for, as Kubernetes controllers report it (`kubectl wait`, GitOps health checks).
     A restarted worker's watcher hands the reconciler only PodCliqueSets whose generation is not observed yet
-    (worker/watcher.py). Written only when it differs; True when written. A PCS deleted meanwhile is not an error."""
+    (worker/watcher.py). Written only when it differs. A PCS deleted meanwhile is not an error."""
+    if obj["metadata"].get("generation") is not None and not generation_observed(obj):
+        _patch_pcs_status(kube, obj, {"observedGeneration": obj["metadata"]["generation"]})
+
+
+def _patch_pcs_status(kube: Kube, obj: JSON, status: JSON) -> None:
+    """Merge `status` into the PCS's status; a PCS deleted meanwhile is not an error."""
     meta = obj["metadata"]
-    generation = meta.get("generation")
-    if generation is None or (obj.get("status") or {}).get("observedGeneration") == generation:
-        return False
     try:
-        kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"], {"status": {"observedGeneration": generation}},
-                   subresource="status")
+        kube.patch(PODCLIQUESETS, meta["namespace"], meta["name"], {"status": status}, subresource="status")
     except KubeError as exc:
         if not exc.not_found:
             raise
-        return False
-    return True
 
 
 def _cached(cache: WatchCache | None, kind: str, namespace: str, name: str, uid: str | None) -> JSON | None:

@@ -29,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from temporalio.api.history.v1 import HistoryEvent
+
 from activities.kubeapi import PODCLIQUESETS
 from activities.reconcile import checked_spec, rollout_settled
 from bench import replicas
@@ -78,34 +80,39 @@ async def _rollouts_settled(cluster: BenchCluster, namespace: str, names: list[s
     return round(time.monotonic() - began, 1)
 
 
+async def _per_workflow(cluster: BenchCluster, workflows: list[str],
+                        count: Callable[[list[HistoryEvent]], int]) -> dict[str, int]:
+    """Workflow -> `count` of its current run's history so far."""
+    found: dict[str, int] = {}
+    for workflow_id in workflows:
+        found[workflow_id] = count(list((await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events))
+    return found
+
+
 async def _signals(cluster: BenchCluster, workflows: list[str]) -> int:
     """Signals these workflows' current runs have received so far."""
-    total = 0
-    for workflow_id in workflows:
-        events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
-        total += sum(1 for e in events if e.HasField("workflow_execution_signaled_event_attributes"))
-    return total
+    counts = await _per_workflow(cluster, workflows, lambda events: sum(
+        1 for e in events if e.HasField("workflow_execution_signaled_event_attributes")))
+    return sum(counts.values())
+
+
+def _cached_rounds(events: list[HistoryEvent]) -> int:
+    """A rollout workflow's idle rounds: observe_rollout_cached activities completed."""
+    cached = {e.event_id for e in events if e.HasField("activity_task_scheduled_event_attributes")
+              and e.activity_task_scheduled_event_attributes.activity_type.name == OBSERVE_ROLLOUT_CACHED}
+    return sum(1 for e in events if e.HasField("activity_task_completed_event_attributes")
+               and e.activity_task_completed_event_attributes.scheduled_event_id in cached)
 
 
 async def _cached_rollout_rounds(cluster: BenchCluster, rollouts: list[str]) -> dict[str, int]:
-    """Rollout workflow -> its idle rounds so far (observe_rollout_cached activities completed)."""
-    found: dict[str, int] = {}
-    for workflow_id in rollouts:
-        events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
-        cached = {e.event_id for e in events if e.HasField("activity_task_scheduled_event_attributes")
-                  and e.activity_task_scheduled_event_attributes.activity_type.name == OBSERVE_ROLLOUT_CACHED}
-        found[workflow_id] = sum(1 for e in events if e.HasField("activity_task_completed_event_attributes")
-                                 and e.activity_task_completed_event_attributes.scheduled_event_id in cached)
-    return found
+    """Rollout workflow -> its idle rounds so far."""
+    return await _per_workflow(cluster, rollouts, _cached_rounds)
 
 
 async def _timers_fired(cluster: BenchCluster, workflows: list[str]) -> dict[str, int]:
     """Workflow -> timers fired in its current run so far: in a settled fleet, only its safety-resync timer."""
-    found: dict[str, int] = {}
-    for workflow_id in workflows:
-        events = (await cluster.client.get_workflow_handle(workflow_id).fetch_history()).events
-        found[workflow_id] = sum(1 for e in events if e.HasField("timer_fired_event_attributes"))
-    return found
+    return await _per_workflow(cluster, workflows,
+                               lambda events: sum(1 for e in events if e.HasField("timer_fired_event_attributes")))
 
 
 async def _each_once_more(count: Callable[[], Awaitable[dict[str, int]]], within: float, what: str) -> None:

@@ -64,6 +64,7 @@ from activities.kubeapi import (
     SCALINGGROUPS,
     Kube,
     Resource,
+    generation_observed,
     ours,
     pod_gated,
     pod_ready,
@@ -668,10 +669,8 @@ def _reconciled(pcs: JSON) -> bool:
     """An item of a first list the reconciler need not be told of (module docstring, "A worker's first list"): its
     status shows the current generation observed, so the reconciler has judged this spec and started every replica's
     workflow for it. Not while the Grove operator's finalizer is on it: who drives it is the reconciler's to judge."""
-    meta = pcs.get("metadata", {})
-    return (meta.get("generation") is not None
-            and (pcs.get("status") or {}).get("observedGeneration") == meta.get("generation")
-            and names.GROVE_OPERATOR_PCS_FINALIZER not in (meta.get("finalizers") or []))
+    return (generation_observed(pcs)
+            and names.GROVE_OPERATOR_PCS_FINALIZER not in (pcs.get("metadata", {}).get("finalizers") or []))
 
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:
