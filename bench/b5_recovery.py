@@ -11,6 +11,10 @@ Also reported: when the new worker answered /readyz, when it took the watcher's 
 NotReady (KWOK's part, not ours), and from every replica's history when its nudge arrived, when its workflow task
 left the dead worker's sticky queue and when a live worker started and completed it (bench/recovery_timeline.py).
 
+With `--after-rollout` every PodCliqueSet's image changes first, and the kill comes once the rolling update is done
+and the worker quiet: the replicas' runs then hold a rolling update, as they do after any image bump, and the new
+worker replays them. Every run reports the replica runs' history lengths at the kill (what a cold worker replays).
+
 With `--workers 2` (issue 17) two workers share the task queue; the one leading the watcher is killed and not
 restarted: the standby carries on alone. The standby calls itself a worker of another host
 (GROVE_TEMPORAL_IDENTITY), so it cannot take the dead leader's Lease early by seeing its PID gone: it waits the
@@ -24,25 +28,25 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from activities.kubeapi import LEASES
-from bench import interrupt, procs, recovery_timeline, replicas
+from activities.kubeapi import LEASES, PODCLIQUESETS
+from bench import interrupt, procs, recovery_timeline, replicas, rollout
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
-from bench.sampling import wait_quiet
+from bench.sampling import history_lengths, wait_quiet
 from bench.stats import summary
-from bench.workload import fail_readiness
+from bench.workload import fail_readiness, live_pods
 from grove import names
 from localstack.workerproc import WorkerProcess
 
 
 async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10, timeout: float = 900.0,
-              profile: bool = False, workers: int = 1) -> dict[str, Any]:
+              profile: bool = False, workers: int = 1, after_rollout: bool = False) -> dict[str, Any]:
     if workers not in (1, 2):
         raise ValueError(f"--workers: 1 (kill and restart) or 2 (kill the leader, the standby carries on), "
                          f"got {workers}")
     async with clusters.cluster(pods=replicas) as cluster:
-        return await _run(cluster, replicas, per_pcs, timeout, profile, workers)
+        return await _run(cluster, replicas, per_pcs, timeout, profile, workers, after_rollout)
 
 
 def _lease_holder(cluster: BenchCluster, worker: WorkerProcess) -> str:
@@ -63,8 +67,36 @@ def _watch_worker(cluster: BenchCluster, worker: WorkerProcess, timeout: float) 
     return ready_at, leader_at
 
 
+def _roll_all(cluster: BenchCluster, observer: Observer, fleet: replicas.Fleet, timeout: float) -> float:
+    """Change every PodCliqueSet's image; wait until every pod was recreated and is Ready. Returns the seconds taken."""
+    namespace, started = fleet.namespace, time.time()
+    before = {t.uid for t in live_pods(observer, namespace)}
+    for pcs, count in fleet.counts.items():
+        cliques = replicas.manifest(fleet, pcs, count)["spec"]["template"]["cliques"]
+        for clique in cliques:
+            clique["spec"]["podSpec"]["containers"][0]["image"] = rollout.NEW_IMAGE
+        cluster.kube.patch(PODCLIQUESETS, namespace, pcs, {"spec": {"template": {"cliques": cliques}}})
+
+    def rolled() -> bool:
+        pods = [t for t in live_pods(observer, namespace) if not t.state.get("deleting")]
+        return (len(pods) == fleet.replicas * fleet.pods_per_replica
+                and all(t.uid not in before and t.state["ready"] for t in pods))
+
+    return observer.wait(rolled, timeout, f"{fleet.replicas} replicas rolled to a new image", 0.25) - started
+
+
+async def _handed_over(cluster: BenchCluster, workflow_ids: list[str]) -> int:
+    """How many of the workflows run a later run than their first (they continued-as-new)."""
+    later = 0
+    for start in range(0, len(workflow_ids), 50):
+        described = await asyncio.gather(*(cluster.client.get_workflow_handle(w).describe()
+                                           for w in workflow_ids[start:start + 50]))
+        later += sum(d.raw_description.workflow_execution_info.first_run_id not in ("", d.run_id) for d in described)
+    return later
+
+
 async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, profile: bool,
-               workers: int) -> dict[str, Any]:
+               workers: int, after_rollout: bool) -> dict[str, Any]:
     namespace = cluster.namespace("b5")
     worker = cluster.worker(namespace)
     worker.wait_ready()
@@ -78,6 +110,13 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         replicas.create_all(cluster, fleet)
         await replicas.settle(observer, fleet, timeout)
         await wait_quiet(worker, timeout=timeout)
+        rolled_s = None
+        if after_rollout:
+            rolled_s = await asyncio.to_thread(_roll_all, cluster, observer, fleet, timeout)
+            await wait_quiet(worker, timeout=timeout)
+        workflow_ids = replicas.workflow_ids(cluster, fleet)
+        runs = await history_lengths(cluster.client, workflow_ids, current_run=True)
+        handed_over = await _handed_over(cluster, workflow_ids)
         pclqs = {t.name: t for t in observer.select("PodClique", namespace) if t.gone_at is None}
         pods = {t.name: t for t in observer.select("Pod", namespace) if t.gone_at is None}
         stack_cpu = cluster.stack_cpu()
@@ -120,6 +159,10 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         "replicas": n,
         "workers": workers,
         "killed": "the watcher's leader; the standby carries on" if workers == 2 else "the only worker; restarted",
+        **({"rolled_to_new_image_s": round(rolled_s, 1)} if rolled_s is not None else {}),
+        # each replica's current run at the kill: what a worker that starts cold replays before its first round
+        "history_events_at_kill": summary([float(v) for v in runs.values()], 1),
+        "replicas_in_a_later_run_at_kill": handed_over,  # handed over by continue-as-new since they started
         "all_progressed_after_kill_s": round(all_progressed, 2),
         "progressed_after_kill_s": summary([t - killed for t in progress]),
         "worker_ready_after_kill_s": round(ready_at - killed, 2) if ready_at else None,

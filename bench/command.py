@@ -20,7 +20,7 @@ ACCEPTS = {
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors", "repeat"},
     "b4": {"replicas", "window", "per_pcs", "rollout_resync", "safety_resync"},
-    "b5": {"replicas", "per_pcs", "profile", "workers"},
+    "b5": {"replicas", "per_pcs", "profile", "workers", "after_rollout"},
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
     "scaleout": {"replicas", "per_pcs", "worker_counts", "delay"},
@@ -104,6 +104,8 @@ def bench(
                                                       "($GROVE_TEMPORAL_SCHEDULER_BACKEND)")] = None,
     workers: Annotated[int | None, typer.Option(min=1, max=2, help="b5: 1 (kill the worker, start it again) or 2 "
                                                                   "(kill the leading one of two)")] = None,
+    after_rollout: Annotated[bool, typer.Option(help="b5: roll every PodCliqueSet to a new image before the kill, "
+                                                     "so the worker replays runs that hold a rolling update")] = False,
     pods_per_replica: Annotated[int | None, typer.Option(help="b3: 1 (one clique of one pod) or 17 (the replicas "
                                                              "of bench rollout: frontend, decode, 2 PCSG replicas)")] = None,
     worker_counts: Annotated[str | None, typer.Option(help="scaleout: comma-separated worker counts, each on a "
@@ -131,7 +133,7 @@ def bench(
                              "rollout_resync": rollout_resync, "safety_resync": safety_resync,
                              "per_pcs": per_pcs, "workers": workers,
                              "worker_counts": _worker_counts(worker_counts), "pods_per_replica": pods_per_replica,
-                             "profile": profile or None,
+                             "profile": profile or None, "after_rollout": after_rollout or None,
                              "sizes": tuple(int(s) for s in sizes.split(",")) if sizes else None,
                              "backends": _backends(backends), "floors": _floors(floors), "timeout": timeout,
                              "repeat": repeat}

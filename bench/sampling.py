@@ -89,15 +89,24 @@ async def wait_quiet(worker: WorkerProcess, quiet_seconds: float = 5.0, timeout:
     raise TimeoutError(f"the worker never went quiet within {timeout:.0f}s")
 
 
-async def history_lengths(client: Client, workflow_ids: Iterable[str], concurrency: int = 16) -> dict[str, int]:
-    """DescribeWorkflowExecution history length of each workflow's current run."""
+async def history_lengths(client: Client, workflow_ids: Iterable[str], concurrency: int = 16, *,
+                          current_run: bool = False) -> dict[str, int]:
+    """Each workflow's history events: over all its runs (a replica hands over by continue-as-new), or with
+    `current_run` its current run's alone (what a worker that starts cold replays)."""
     semaphore = asyncio.Semaphore(concurrency)
     found: dict[str, int] = {}
 
     async def one(workflow_id: str) -> None:
         async with semaphore:
             with contextlib.suppress(RPCError):
-                found[workflow_id] = (await client.get_workflow_handle(workflow_id).describe()).history_length
+                described = await client.get_workflow_handle(workflow_id).describe()
+                length = described.history_length
+                first_run = described.raw_description.workflow_execution_info.first_run_id
+                if not current_run and first_run and first_run != described.run_id:
+                    async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+                        if run.run_id != described.run_id:
+                            length += run.history_length
+                found[workflow_id] = length
 
     await asyncio.gather(*(one(w) for w in workflow_ids))
     return found

@@ -108,7 +108,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.replica_rollout import ROLLOUT_PATCH, ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
-    from workflows.signals import HISTORY_CAP_PATCH, SIGNAL_BUDGET_PATCH, Received, history_calls_for_handover
+    from workflows.signals import (
+        HISTORY_CAP_PATCH,
+        SIGNAL_BUDGET_PATCH,
+        Received,
+        history_calls_for_handover,
+        quiet_calls_for_handover,
+    )
 
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=30))
@@ -122,7 +128,7 @@ RETRY_AFTER_FAILURE = timedelta(seconds=30)
 TERMINATION_LOG_KEPT = 50
 # Patches: each names one change to the commands this workflow issues (docs/architecture.md, "Upgrading the workflow safely").
 # Also: TIMED_NUDGES_PATCH, VERSIONED_NUDGES_PATCH, NUDGED_FLOOR_PATCH and UNVERSIONED_COUNTED_PATCH
-# (workflows/nudges.py), SIGNAL_BUDGET_PATCH (workflows/signals.py), ROLLOUT_PATCH (workflows/replica_rollout.py).
+# (workflows/nudges.py), SIGNAL_BUDGET_PATCH and QUIET_HANDOVER_PATCH (workflows/signals.py), ROLLOUT_PATCH (workflows/replica_rollout.py).
 BREACH_EVENTS_PATCH = "breach-events"
 # Startup order (DESIGN §4.10): pods waiting for the cliques they start after are started by a new activity.
 STARTUP_ORDER_PATCH = "startup-order"
@@ -804,10 +810,26 @@ class ReplicaWorkflow:
         spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
         if spent is not None and self._patched(SIGNAL_BUDGET_PATCH):
             return spent
-        return None
+        return quiet_calls_for_handover(self._quiet, self._patched)
+
+    def _quiet(self) -> bool:
+        """Nothing in flight: the last round found the replica Available with no deadline pending, no rolling-update
+        turn, no fresh read owed, nothing paused, held, queued or failed, and no nudge waiting for a round. A hand-over
+        then splits no episode (a breach and its termination, a replica's update) across runs."""
+        evaluation = self._evaluation
+        return (self._rounds_begun > 0 and self.state.phase is Phase.AVAILABLE and evaluation is not None
+                and not evaluation.deadlines and not evaluation.terminations and not self._rollout.active
+                and self._rollout.due is None and not self.state.paused and not self._held and not self._fresh_next
+                and self._retry_after is None and not self._controls.queued() and not self._nudges.due())
 
     def _next_input(self) -> ReplicaInput:
-        carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1, "nudges": self._nudges.carry()})
+        nudges = self._nudges.carry()
+        if self._snapshot is not None and not self._snapshot.from_cache and not nudges.fresh:
+            # This run last read the apiserver (a rolling update turn, a deadline, a nudge without versions): the next
+            # run's first read is from the apiserver too. A watch cache lagging behind that read could show what it
+            # had already seen change (a breach just healed: a new breach clock and Event for nothing).
+            nudges = nudges.model_copy(update={"fresh": True})
+        carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1, "nudges": nudges})
         return self.input.model_copy(update={"carry": carry})
 
     # --- messages ----------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from bench.runner import run_scenario
+from workflows import signals
 
 pytestmark = pytest.mark.stack  # starts real stack components of its own
 
@@ -159,7 +160,14 @@ async def test_b4_idle_cost_splits_fixed_and_per_replica(stack: LocalStack) -> N
 
 
 async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
-    results = _envelope_ok(await run_scenario("b5", {"replicas": 3, "per_pcs": 3}, stack=stack), "b5")
+    results = _envelope_ok(await run_scenario("b5", {"replicas": 3, "per_pcs": 3, "after_rollout": True}, stack=stack),
+                           "b5")
+    # A rolling update first: each replica's run grew past QUIET_HISTORY_EVENTS and, quiet again, handed over, so
+    # the restarted worker replays short runs.
+    assert results["rolled_to_new_image_s"] > 0
+    assert results["replicas_in_a_later_run_at_kill"] == 3, results["history_events_at_kill"]
+    assert results["history_events_at_kill"]["n"] == 3
+    assert results["history_events_at_kill"]["max"] < signals.QUIET_HISTORY_EVENTS
     _positive_summary(results["progressed_after_kill_s"], 3)
     _positive_summary(results["progressed_after_pod_notready_s"], 3)  # each replica from its own pod's NotReady
     assert results["progressed_after_pod_notready_s"]["max"] <= results["all_progressed_after_kill_s"]

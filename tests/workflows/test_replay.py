@@ -32,6 +32,7 @@ from workflows.contract import (
     ROLLOUT_WORKFLOW,
 )
 from workflows.replica import UPDATE_HANDOVER_PATCH, ReplicaWorkflow
+from workflows.signals import QUIET_HANDOVER_PATCH
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -99,6 +100,7 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "rollout workflow": lambda h: _workflow_type(h) == ROLLOUT_WORKFLOW and ROLLOUT_REPORT_SIGNAL in _signals(h),
     "nudges with resourceVersions": lambda h: any(_versioned_nudge(e) for e in h.events),
     "hand-over after the task that took an update": lambda h: UPDATE_HANDOVER_PATCH in patches_in(list(h.events)),
+    "hand-over when quiet": lambda h: QUIET_HANDOVER_PATCH in patches_in(list(h.events)),
     "a termination found healed, then a new breach's": lambda h: _terminations_found_healed(h) > 0
     and len(_terminations(h)) > 1,
 }

@@ -31,7 +31,7 @@ from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
 from tests.histories import replayer, save
 from worker.history_activities import activity_names, local_activity, patches_in
-from workflows import contract, presentation
+from workflows import contract, nudge_versions, presentation
 from workflows.messages import (
     CachedObserveRequest,
     CliqueState,
@@ -55,6 +55,7 @@ from workflows.messages import (
     TerminateRequest,
     TerminateResult,
 )
+from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
 from workflows.patches import REPLICA_BASELINE_11_PATCH
 from workflows.replica import (
@@ -217,6 +218,11 @@ async def _until(handle: WorkflowHandle[ReplicaWorkflow, object], check: object,
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out; last status: {await _status(handle)}")
+
+
+def _first_run(client: Client, handle: WorkflowHandle[ReplicaWorkflow, object]) -> WorkflowHandle[ReplicaWorkflow, object]:
+    """The run `handle` started, where the replica may have handed over since (continue-as-new)."""
+    return client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
 
 
 async def _breach(cluster: ScriptedCluster, handle: WorkflowHandle[ReplicaWorkflow, object]) -> None:
@@ -390,6 +396,7 @@ async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its
     from workflows import signals
     cap = 60
     monkeypatch.setattr(signals, "HISTORY_EVENTS_PER_RUN", cap)
+    monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", 10 * cap)  # the cap alone (the nudged rounds are quiet)
     cluster = ScriptedCluster(_pcs("capped"))
     worker, handle = await _run(client, cluster)
     async with worker:
@@ -407,6 +414,80 @@ async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its
         assert signals.HISTORY_CAP_PATCH in patches_in(list(history.events)), "patch-guarded"
         status = await _status(handle)
         assert status.nudges_total >= 1 and status.terminations_total == 0
+
+
+async def test_a_quiet_run_past_the_threshold_hands_over_and_a_breach_counting_down_is_never_split(
+        dev_server: TemporalDevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold worker replays a replica's whole run, so a run that has grown past QUIET_HISTORY_EVENTS (lowered here)
+    hands over once it is quiet, and not while a breach counts down: the breach and how it ended stay in one run.
+    Nudges carry versions, as the watcher's do, so routine rounds read the watch cache."""
+    from workflows import signals
+    threshold = 40
+    monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", threshold)
+    client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter,
+                                  interceptors=[NudgeVersionsInterceptor()])
+    manifest = _pcs("quiet").model_dump(by_alias=True, exclude_none=True)
+    manifest["spec"]["template"]["terminationDelay"] = "120s"
+    cluster = ScriptedCluster(PodCliqueSet.model_validate(manifest))
+    version = iter(range(100, 10_000))
+
+    async def nudge() -> None:
+        with nudge_versions.sending({"Pod": next(version)}):
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        first_run = (await handle.describe()).run_id
+        cluster.ready = 1
+        await nudge()
+        await _until(handle, lambda s: s.phase is Phase.BREACHED)
+        first = client.get_workflow_handle(handle.id, run_id=first_run)
+        while len((await first.fetch_history()).events) <= threshold + 10:
+            await nudge()
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
+        status = await _status(handle)
+        assert status.runs == 1 and status.phase is Phase.BREACHED, "no hand-over while the breach counts down"
+
+        cluster.ready = 2  # healed
+        await nudge()
+        await _until(handle, lambda s: s.runs == 2 and s.phase is Phase.AVAILABLE)
+        history = await first.fetch_history()
+        events = list(history.events)
+        assert events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+        assert signals.QUIET_HANDOVER_PATCH in patches_in(events), "patch-guarded"
+        await replayer().replay_workflow(history)  # kept as a replay fixture: quiet_handover.json
+        await asyncio.sleep(1)
+        status = await _status(handle)
+        assert status.runs == 2, "the new run is short: it does not hand over again"
+        assert status.terminations_total == 0 and not status.deadlines
+        second = await client.get_workflow_handle(handle.id).fetch_history()
+        assert len(second.events) < threshold, len(second.events)
+        assert "observe" not in cluster.calls[-2:], f"the rounds read the cache: {cluster.calls}"
+
+
+async def test_a_run_that_last_read_the_apiserver_hands_its_next_run_a_first_read_from_the_apiserver(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nudges without versions: every round reads the apiserver, while the watch cache lags (it still shows a pod
+    short). The quiet hand-over's next run must not start on that cache: it would see a breach already gone."""
+    from workflows import signals
+    monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", 30)
+    cluster = ScriptedCluster(_pcs("freshcarry"))
+    worker, handle = await _run(client, cluster)
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        cluster.cache_ready = 1
+        while (await _status(handle)).runs == 1:
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1)
+        status = await _status(handle)
+        second = await client.get_workflow_handle(handle.id).fetch_history()
+    assert status.phase is Phase.AVAILABLE and not status.deadlines, status
+    reads = [name for name in activity_names(list(second.events))
+             if name in (contract.OBSERVE_REPLICA, contract.OBSERVE_REPLICA_CACHED)]
+    assert reads[:1] == [contract.OBSERVE_REPLICA], f"the next run's first read: {reads}"
 
 
 async def test_a_run_never_hands_over_in_the_workflow_task_that_accepted_an_update(client: Client) -> None:
@@ -608,7 +689,8 @@ async def test_a_failing_local_activity_retries_on_a_timer_and_queries_are_answe
                                                rpc_timeout=timedelta(seconds=5)))
             await asyncio.sleep(0.5)
         await _until(handle, lambda s: s.terminations_total == 1, timeout=30)
-        history = await handle.fetch_history()
+        # the run that took the breach (once quiet again past QUIET_HISTORY_EVENTS, the replica hands over)
+        history = await _first_run(client, handle).fetch_history()
     mirrors = [local for e in list(history.events)[mark:]
                if (local := local_activity(e)) is not None and local.name == contract.MIRROR_STATUS]
     assert [m.attempt for m in mirrors if m.result is None] == [3, 4], "from the third on, back-off on a timer"
@@ -675,7 +757,7 @@ async def test_a_deadline_passing_while_a_local_activity_outlasts_its_task_repla
         await _breach(cluster, handle)
         await _until(handle, lambda s: s.terminations_total == 1, timeout=30)
         await _until(handle, lambda s: s.phase is Phase.AVAILABLE, timeout=30)
-        history = await handle.fetch_history()
+        history = await _first_run(client, handle).fetch_history()
     assert _heartbeat_tasks(history) >= 2, "no local activity outlasted its workflow task: the test proves nothing"
     (at, request), = cluster.terminated
     assert at >= request.deadline, "terminated before its deadline"

@@ -27,6 +27,7 @@ from workflows.replica import (
     UPDATE_HANDOVER_PATCH,
     ReplicaWorkflow,
 )
+from workflows.signals import QUIET_HANDOVER_PATCH
 
 COMPAT = sorted((FIXTURES / "compat").glob("*.json"))
 
@@ -113,6 +114,15 @@ async def test_without_the_guard_a_run_that_materialised_in_a_scheduled_activity
     replays on today's code (above), and forced onto local-ensure its history no longer replays (today's code would
     record a local activity marker there)."""
     failure = await _replay_forced(monkeypatch, LOCAL_ENSURE_PATCH, "baseline-10-ef84ba2-s1_start_to_available.json")
+    assert "nondetermin" in failure.lower(), failure
+
+
+async def test_without_the_guard_a_quiet_run_past_the_threshold_that_went_on_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun under replica-baseline-9 (f9ecfbe) went on past QUIET_HISTORY_EVENTS while quiet (a PCSG replica
+    terminated, recreated and Available again); it replays on today's code (above), and forced onto the quiet
+    hand-over its history no longer replays (today's code would continue-as-new where it started a timer)."""
+    failure = await _replay_forced(monkeypatch, QUIET_HANDOVER_PATCH, "baseline-9-f9ecfbe-s5_pcsg_replica_termination.json")
     assert "nondetermin" in failure.lower(), failure
 
 
