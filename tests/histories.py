@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Interceptor, Replayer
 
@@ -46,3 +46,12 @@ def load(path: Path) -> WorkflowHistory:
     body = json.loads(path.read_text())
     workflow_id = body.pop("workflowId", path.stem)
     return WorkflowHistory.from_json(workflow_id, body)
+
+
+async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """Every run of the workflow, newest first: the current run, then each run it continued from (a replica hands
+    over by continue-as-new once quiet, so one run rarely holds all it did)."""
+    histories = [await client.get_workflow_handle(workflow_id).fetch_history()]
+    while previous := histories[-1].events[0].workflow_execution_started_event_attributes.continued_execution_run_id:
+        histories.append(await client.get_workflow_handle(workflow_id, run_id=previous).fetch_history())
+    return histories
