@@ -56,9 +56,10 @@ def history_calls_for_handover(limit: int, patched: Callable[[str], bool] | None
 # QUIET_HISTORY_EVENTS. A worker that starts cold (a restart, a rolling upgrade of the workers, a run evicted from the
 # workflow cache) replays a run whole before its first round: replays of recorded replica runs took 12 ms of worker
 # CPU for 22 events, 76 ms for the 178 of a rolling update, 210 ms for 1,011 at the cap. A one-pod replica's run
-# holds about 25 events once Available and 65 after a rolling update (bench b5 --after-rollout); a 17-pod replica's
-# 27-37 once Available (bench b3), so a new replica rarely hands over. A new run costs about ten events and a read of
-# the watch cache.
+# holds 16-25 events once Available and 65-79 after a rolling update (bench b5 --after-rollout); a 17-pod replica's
+# 27-37 once Available (bench b3), so a new replica rarely hands over. A new run costs about ten events and a read
+# (of the apiserver where this run's last read was: ReplicaWorkflow._next_input). With 1,000 one-pod replicas killed
+# after a rolling update, the restarted worker recovered them all in 43 s with it and 75 s without (docs/benchmarks.md).
 QUIET_HISTORY_EVENTS = 50
 # Patch: continue-as-new when quiet past QUIET_HISTORY_EVENTS. Asked only there, so a recorded run replays as before.
 QUIET_HANDOVER_PATCH = "quiet-handover"
