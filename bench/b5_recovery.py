@@ -31,11 +31,11 @@ from typing import Any
 from activities.kubeapi import LEASES, PODCLIQUESETS
 from bench import interrupt, procs, recovery_timeline, replicas, rollout
 from bench.cluster import BenchCluster, Clusters
-from bench.observer import Observer
+from bench.observer import Observer, Tracked
 from bench.profile import Profiler
-from bench.sampling import history_lengths, wait_quiet
+from bench.sampling import current_runs, wait_quiet
 from bench.stats import summary
-from bench.workload import fail_readiness, live_pods
+from bench.workload import fail_readiness, live_pods, settled_pclqs
 from grove import names
 from localstack.workerproc import WorkerProcess
 
@@ -85,16 +85,6 @@ def _roll_all(cluster: BenchCluster, observer: Observer, fleet: replicas.Fleet, 
     return observer.wait(rolled, timeout, f"{fleet.replicas} replicas rolled to a new image", 0.25) - started
 
 
-async def _handed_over(cluster: BenchCluster, workflow_ids: list[str]) -> int:
-    """How many of the workflows run a later run than their first (they continued-as-new)."""
-    later = 0
-    for start in range(0, len(workflow_ids), 50):
-        described = await asyncio.gather(*(cluster.client.get_workflow_handle(w).describe()
-                                           for w in workflow_ids[start:start + 50]))
-        later += sum(d.raw_description.workflow_execution_info.first_run_id not in ("", d.run_id) for d in described)
-    return later
-
-
 async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, profile: bool,
                workers: int, after_rollout: bool) -> dict[str, Any]:
     namespace = cluster.namespace("b5")
@@ -115,8 +105,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
             rolled_s = await asyncio.to_thread(_roll_all, cluster, observer, fleet, timeout)
             await wait_quiet(worker, timeout=timeout)
         workflow_ids = replicas.workflow_ids(cluster, fleet)
-        runs = await history_lengths(cluster.client, workflow_ids, current_run=True)
-        handed_over = await _handed_over(cluster, workflow_ids)
+        runs = await current_runs(cluster.client, workflow_ids)
         pclqs = {t.name: t for t in observer.select("PodClique", namespace) if t.gone_at is None}
         pods = {t.name: t for t in observer.select("Pod", namespace) if t.gone_at is None}
         stack_cpu = cluster.stack_cpu()
@@ -129,12 +118,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         survivor = standby or worker
         watching = asyncio.create_task(asyncio.to_thread(_watch_worker, cluster, survivor, timeout))
 
-        def change_pods() -> float:
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda p: fail_readiness(cluster.kube, namespace, p[2]), fleet.pods()))
-            return time.time()
-
-        changing = asyncio.create_task(asyncio.to_thread(change_pods))
+        changing = asyncio.create_task(asyncio.to_thread(_change_pods, cluster, fleet, True))
         profiler = None
         if profile:
             await asyncio.to_thread(survivor.wait_ready, 60.0, False)
@@ -149,6 +133,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         stack_cpu = cluster.stack_cpu_since(stack_cpu)
         changed = await changing
         ready_at, leader_at = await watching
+        floor = await _floor_worker_alive(cluster, observer, fleet, survivor, pclqs, pods, timeout)
     phases = await recovery_timeline.read(cluster.client, namespace, killed)
     progressed_at = {name: t.first(lambda s: s["ready_replicas"] == 0, after=killed) or 0.0
                      for name, t in pclqs.items()}
@@ -161,8 +146,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         "killed": "the watcher's leader; the standby carries on" if workers == 2 else "the only worker; restarted",
         **({"rolled_to_new_image_s": round(rolled_s, 1)} if rolled_s is not None else {}),
         # each replica's current run at the kill: what a worker that starts cold replays before its first round
-        "history_events_at_kill": summary([float(v) for v in runs.values()], 1),
-        "replicas_in_a_later_run_at_kill": handed_over,  # handed over by continue-as-new since they started
+        "history_events_at_kill": summary([float(r.events) for r in runs.values()], 1),
+        "replicas_in_a_later_run_at_kill": sum(r.handed_over for r in runs.values()),  # handed over by continue-as-new since they started
         "all_progressed_after_kill_s": round(all_progressed, 2),
         "progressed_after_kill_s": summary([t - killed for t in progress]),
         "worker_ready_after_kill_s": round(ready_at - killed, 2) if ready_at else None,
@@ -175,10 +160,52 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         "new_worker_cpu_s": round(worker_cpu, 1),
         # from the histories: nudge arrived, sticky task timed out, a live worker started and completed the task
         "recovery_phases": phases,
+        # the same NotReady wave with the worker alive, measured after the recovery on the same stack and replicas
+        "floor_worker_alive": floor,
+        "over_floor_s": round(all_progressed - floor["all_progressed_s"], 2),
         "stack_cpu_s": stack_cpu,
         "targets": {"le_30s": all_progressed <= 30.0,
                     **({"first_change_le_5s": min(progress) - killed <= 5.0} if workers == 2 else {})},
         **({"worker_profile": profiled} if profiled else {}),
+    }
+
+
+def _change_pods(cluster: BenchCluster, fleet: replicas.Fleet, failing: bool) -> float:
+    """Fail (or restore) the readiness of every replica's pod, 8 requests at a time; returns when all were patched."""
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda p: fail_readiness(cluster.kube, fleet.namespace, p[2], failing), fleet.pods()))
+    return time.time()
+
+
+async def _floor_worker_alive(cluster: BenchCluster, observer: Observer, fleet: replicas.Fleet,
+                              worker: WorkerProcess, pclqs: dict[str, Tracked], pods: dict[str, Tracked],
+                              timeout: float) -> dict[str, Any]:
+    """B5's floor: the same wave of NotReady pods, measured the same way, with the worker alive and warm. What the
+    kill adds is the recovery's cost; the rest is what 1,000 changes at once cost this stack."""
+    await asyncio.to_thread(_change_pods, cluster, fleet, False)
+    await asyncio.to_thread(observer.wait, lambda: len(settled_pclqs(observer, fleet.namespace)) >= len(pclqs),
+                            timeout, f"{len(pclqs)} replicas Ready again", 0.25)
+    await wait_quiet(worker, timeout=timeout)
+    worker_cpu, stack_cpu = procs.sample(worker.pid).cpu_seconds, cluster.stack_cpu()
+    began = time.time()
+    changing = asyncio.create_task(asyncio.to_thread(_change_pods, cluster, fleet, True))
+    await asyncio.to_thread(
+        observer.wait, lambda: all(t.first(lambda s: s["ready_replicas"] == 0, after=began) for t in pclqs.values()),
+        timeout, f"{len(pclqs)} replicas progressed with the worker alive", 0.25)
+    worker_cpu = procs.sample(worker.pid).cpu_seconds - worker_cpu
+    stack_cpu = cluster.stack_cpu_since(stack_cpu)
+    changed = await changing
+    progressed_at = {name: t.first(lambda s: s["ready_replicas"] == 0, after=began) or 0.0
+                     for name, t in pclqs.items()}
+    not_ready_at = {name: t.first(lambda s: not s["ready"], after=began) or 0.0 for name, t in pods.items()}
+    return {
+        "all_progressed_s": round(max(progressed_at.values()) - began, 2),
+        "progressed_s": summary([t - began for t in progressed_at.values()]),
+        "pods_patched_s": round(changed - began, 2),
+        "pods_seen_notready_s": summary([t - began for t in not_ready_at.values()]),
+        "progressed_after_pod_notready_s": summary(_after_own_pod(progressed_at, not_ready_at)),
+        "worker_cpu_s": round(worker_cpu, 1),
+        "stack_cpu_s": stack_cpu,
     }
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
 from bench import procs, promtext
@@ -89,27 +89,53 @@ async def wait_quiet(worker: WorkerProcess, quiet_seconds: float = 5.0, timeout:
     raise TimeoutError(f"the worker never went quiet within {timeout:.0f}s")
 
 
-async def history_lengths(client: Client, workflow_ids: Iterable[str], concurrency: int = 16, *,
-                          current_run: bool = False) -> dict[str, int]:
-    """Each workflow's history events: over all its runs (a replica hands over by continue-as-new), or with
-    `current_run` its current run's alone (what a worker that starts cold replays)."""
+async def _describe_all(client: Client, workflow_ids: Iterable[str],
+                        concurrency: int) -> dict[str, WorkflowExecutionDescription]:
+    """Each workflow's description (its current run); workflows that cannot be described are left out."""
     semaphore = asyncio.Semaphore(concurrency)
-    found: dict[str, int] = {}
+    found: dict[str, WorkflowExecutionDescription] = {}
 
     async def one(workflow_id: str) -> None:
         async with semaphore:
             with contextlib.suppress(RPCError):
-                described = await client.get_workflow_handle(workflow_id).describe()
-                length = described.history_length
-                first_run = described.raw_description.workflow_execution_info.first_run_id
-                if not current_run and first_run and first_run != described.run_id:
-                    async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
-                        if run.run_id != described.run_id:
-                            length += run.history_length
-                found[workflow_id] = length
+                found[workflow_id] = await client.get_workflow_handle(workflow_id).describe()
 
     await asyncio.gather(*(one(w) for w in workflow_ids))
     return found
+
+
+def _handed_over(described: WorkflowExecutionDescription) -> bool:
+    first_run = described.raw_description.workflow_execution_info.first_run_id
+    return bool(first_run) and first_run != described.run_id
+
+
+async def history_lengths(client: Client, workflow_ids: Iterable[str], concurrency: int = 16) -> dict[str, int]:
+    """Each workflow's history events over all its runs (a replica hands over by continue-as-new)."""
+    described = await _describe_all(client, workflow_ids, concurrency)
+    found = {workflow_id: d.history_length for workflow_id, d in described.items()}
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def add_earlier_runs(workflow_id: str, current_run_id: str) -> None:
+        async with semaphore:
+            with contextlib.suppress(RPCError):
+                async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+                    if run.run_id != current_run_id:
+                        found[workflow_id] += run.history_length
+
+    await asyncio.gather(*(add_earlier_runs(w, d.run_id) for w, d in described.items() if _handed_over(d)))
+    return found
+
+
+@dataclass(frozen=True)
+class CurrentRun:
+    events: int  # its history length: what a worker that starts cold replays
+    handed_over: bool  # a later run than the first: the workflow continued-as-new since it started
+
+
+async def current_runs(client: Client, workflow_ids: Iterable[str], concurrency: int = 16) -> dict[str, CurrentRun]:
+    """Each workflow's current run, from one description per workflow."""
+    return {workflow_id: CurrentRun(described.history_length, _handed_over(described))
+            for workflow_id, described in (await _describe_all(client, workflow_ids, concurrency)).items()}
 
 
 async def history_kinds(client: Client, workflow_ids: Iterable[str], sample: int = 20) -> dict[str, float]:

@@ -64,9 +64,10 @@ def create(kube: Kube, manifest: JSON) -> JSON:
     return kube.create(PODCLIQUESETS, manifest["metadata"]["namespace"], manifest)
 
 
-def fail_readiness(kube: Kube, namespace: str, pod: str) -> None:
-    """Make the pod's readiness probe fail: KWOK, playing the kubelet, reports it NotReady."""
-    kube.patch(PODS, namespace, pod, {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: FAKE_READINESS_FAIL}}})
+def fail_readiness(kube: Kube, namespace: str, pod: str, failing: bool = True) -> None:
+    """Make the pod's readiness probe fail (or pass again): KWOK, playing the kubelet, reports it NotReady (Ready)."""
+    value = FAKE_READINESS_FAIL if failing else None
+    kube.patch(PODS, namespace, pod, {"metadata": {"annotations": {FAKE_READINESS_ANNOTATION: value}}})
 
 
 def settled_pclqs(observer: Observer, namespace: str) -> list[Tracked]:

@@ -180,6 +180,13 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     # The restarted worker took the Lease from its dead predecessor on this host and, alone on the task queue, sent
     # the dead worker's workflows back to the shared queue: no task waited out the sticky timeout.
     assert phases["sticky_timeouts"] == 0, phases
+    # The floor: the same NotReady wave after the pods were Ready again, with the worker alive, measured alike.
+    floor = results["floor_worker_alive"]
+    _positive_summary(floor["progressed_s"], 3)
+    _positive_summary(floor["pods_seen_notready_s"], 3)
+    _positive_summary(floor["progressed_after_pod_notready_s"], 3)
+    assert abs(floor["all_progressed_s"] - floor["progressed_s"]["max"]) < 0.01
+    assert results["over_floor_s"] == round(results["all_progressed_after_kill_s"] - floor["all_progressed_s"], 2)
 
 
 async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStack) -> None:
