@@ -14,7 +14,7 @@ from tests.e2e.harness import Cluster, Timeline, WorkerProcess
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
-    from temporalio.client import WorkflowHandle
+    from temporalio.client import Client, WorkflowHandle
 
     from localstack.stack import LocalStack
 
@@ -63,21 +63,29 @@ class Histories:
     """Replays what a test drove (a non-deterministic workflow change fails the run that exposed it) and, with
     --record-histories, keeps it as a replay fixture."""
 
-    def __init__(self, record: bool) -> None:
+    def __init__(self, record: bool, client: Client) -> None:
         self.record = record
+        self.client = client
         self.kept: list[str] = []
 
     async def keep(self, handle: WorkflowHandle, name: str) -> None:  # type: ignore[type-arg]
-        history = await handle.fetch_history()
-        await recorded.replayer().replay_workflow(history)
-        if self.record:
-            recorded.save(history, name)
+        """The run the handle names, or without a run id every run of the workflow: a replica hands over by
+        continue-as-new once quiet, so what the test drove may be spread over several runs. Recorded oldest first, as
+        `name`, `name-run2`, ..."""
+        if handle.run_id:
+            runs = [await handle.fetch_history()]
+        else:
+            runs = list(reversed(await recorded.run_histories(self.client, handle.id)))
+        for number, history in enumerate(runs, start=1):
+            await recorded.replayer().replay_workflow(history)
+            if self.record:
+                recorded.save(history, name if number == 1 else f"{name}-run{number}")
         self.kept.append(name)
 
 
 @pytest.fixture
-def histories(request: pytest.FixtureRequest) -> Histories:
-    return Histories(bool(request.config.getoption("--record-histories")))
+def histories(request: pytest.FixtureRequest, temporal_client: Client) -> Histories:
+    return Histories(bool(request.config.getoption("--record-histories")), temporal_client)
 
 
 # --- the worker as deploy/'s ServiceAccount (tests/deploykit.py) ----------------------------------------------------
