@@ -11,6 +11,11 @@ Also reported: when the new worker answered /readyz, when it took the watcher's 
 NotReady (KWOK's part, not ours), and from every replica's history when its nudge arrived, when its workflow task
 left the dead worker's sticky queue and when a live worker started and completed it (bench/recovery_timeline.py).
 
+The floor, measured after the recovery in the same run on the same stack and replicas: every pod is made Ready
+again, and once every replica shows it and the worker is quiet, the same NotReady wave is made with the worker alive
+and warm, and measured the same way. The kill's cost is the difference (`over_floor_s`); the floor itself is what
+the wave of changes costs this stack (the benchmark's patches, KWOK, the watch, a round per replica).
+
 With `--after-rollout` every PodCliqueSet's image changes first, and the kill comes once the rolling update is done
 and the worker quiet: the replicas' runs then hold a rolling update, as they do after any image bump, and the new
 worker replays them. Every run reports the replica runs' history lengths at the kill (what a cold worker replays).
