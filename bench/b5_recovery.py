@@ -129,10 +129,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
             await asyncio.to_thread(survivor.wait_ready, 60.0, False)
             profiler = Profiler(survivor.pid, cluster.log_dir / f"py-spy-b5-{n}.txt").start()
 
-        def progressed() -> bool:
-            return all(t.first(lambda s: s["ready_replicas"] == 0, after=killed) for t in pclqs.values())
-
-        await asyncio.to_thread(observer.wait, progressed, timeout, f"{n} replicas progressed after the kill", 0.25)
+        await asyncio.to_thread(observer.wait, lambda: all(_progressed(t, killed) for t in pclqs.values()), timeout,
+                                f"{n} replicas progressed after the kill", 0.25)
         profiled = profiler.stop() if profiler is not None else None
         worker_cpu = procs.sample(survivor.pid).cpu_seconds - survivor_cpu_before
         stack_cpu = cluster.stack_cpu_since(stack_cpu)
@@ -140,9 +138,7 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         ready_at, leader_at = await watching
         floor = await _floor_worker_alive(cluster, observer, fleet, survivor, pclqs, pods, timeout)
     phases = await recovery_timeline.read(cluster.client, namespace, killed)
-    progressed_at = {name: t.first(lambda s: s["ready_replicas"] == 0, after=killed) or 0.0
-                     for name, t in pclqs.items()}
-    not_ready_at = {name: t.first(lambda s: not s["ready"], after=killed) or 0.0 for name, t in pods.items()}
+    progressed_at, not_ready_at = _wave(pclqs, pods, killed)
     progress, not_ready = list(progressed_at.values()), list(not_ready_at.values())
     all_progressed = max(progress) - killed
     return {
@@ -152,7 +148,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         **({"rolled_to_new_image_s": round(rolled_s, 1)} if rolled_s is not None else {}),
         # each replica's current run at the kill: what a worker that starts cold replays before its first round
         "history_events_at_kill": summary([float(r.events) for r in runs.values()], 1),
-        "replicas_in_a_later_run_at_kill": sum(r.handed_over for r in runs.values()),  # handed over by continue-as-new since they started
+        # handed over by continue-as-new since they started
+        "replicas_in_a_later_run_at_kill": sum(r.handed_over for r in runs.values()),
         "all_progressed_after_kill_s": round(all_progressed, 2),
         "progressed_after_kill_s": summary([t - killed for t in progress]),
         "worker_ready_after_kill_s": round(ready_at - killed, 2) if ready_at else None,
@@ -175,6 +172,19 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
     }
 
 
+def _progressed(pclq: Tracked, since: float) -> float | None:
+    """When the PodClique's mirrored status first showed its pod NotReady (readyReplicas 0) at or after `since`."""
+    return pclq.first(lambda s: s["ready_replicas"] == 0, after=since)
+
+
+def _wave(pclqs: dict[str, Tracked], pods: dict[str, Tracked],
+          since: float) -> tuple[dict[str, float], dict[str, float]]:
+    """For a wave of NotReady pods begun at `since`: when each PodClique progressed, when each pod was seen NotReady
+    (0.0 where not seen)."""
+    return ({name: _progressed(t, since) or 0.0 for name, t in pclqs.items()},
+            {name: t.first(lambda s: not s["ready"], after=since) or 0.0 for name, t in pods.items()})
+
+
 def _change_pods(cluster: BenchCluster, fleet: replicas.Fleet, failing: bool) -> float:
     """Fail (or restore) the readiness of every replica's pod, 8 requests at a time; returns when all were patched."""
     with ThreadPoolExecutor(8) as pool:
@@ -194,15 +204,12 @@ async def _floor_worker_alive(cluster: BenchCluster, observer: Observer, fleet: 
     worker_cpu, stack_cpu = procs.sample(worker.pid).cpu_seconds, cluster.stack_cpu()
     began = time.time()
     changing = asyncio.create_task(asyncio.to_thread(_change_pods, cluster, fleet, True))
-    await asyncio.to_thread(
-        observer.wait, lambda: all(t.first(lambda s: s["ready_replicas"] == 0, after=began) for t in pclqs.values()),
-        timeout, f"{len(pclqs)} replicas progressed with the worker alive", 0.25)
+    await asyncio.to_thread(observer.wait, lambda: all(_progressed(t, began) for t in pclqs.values()), timeout,
+                            f"{len(pclqs)} replicas progressed with the worker alive", 0.25)
     worker_cpu = procs.sample(worker.pid).cpu_seconds - worker_cpu
     stack_cpu = cluster.stack_cpu_since(stack_cpu)
     changed = await changing
-    progressed_at = {name: t.first(lambda s: s["ready_replicas"] == 0, after=began) or 0.0
-                     for name, t in pclqs.items()}
-    not_ready_at = {name: t.first(lambda s: not s["ready"], after=began) or 0.0 for name, t in pods.items()}
+    progressed_at, not_ready_at = _wave(pclqs, pods, began)
     return {
         "all_progressed_s": round(max(progressed_at.values()) - began, 2),
         "progressed_s": summary([t - began for t in progressed_at.values()]),
