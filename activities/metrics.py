@@ -45,6 +45,11 @@ WATCH_EVENTS = Counter(
     "Kubernetes watch events received by the watcher",
     ["resource", "relevant"],  # relevant: true | false | own-step (the workflow's own step: no nudge)
 )
+FIRST_LIST_REPLICAS = Counter(
+    "grove_temporal_first_list_replicas",
+    "Replicas a worker's first lists found, by what its watcher did with them (worker/watermark.py)",
+    ["outcome"],  # versions: nudged for a read of the cache | read: nudged for a read of the apiserver | unchanged
+)
 PROGRESS_PROBES = Counter(
     "grove_temporal_watch_progress_probes",
     "LISTs that showed a watch-cache kind complete up to a version its watch had not reported yet (another worker's "

@@ -20,6 +20,9 @@ With `--after-rollout` every PodCliqueSet's image changes first, and the kill co
 and the worker quiet: the replicas' runs then hold a rolling update, as they do after any image bump, and the new
 worker replays them. Every run reports the replica runs' history lengths at the kill (what a cold worker replays).
 
+With one worker, the run ends with two more restarts with nothing changed (bench/quiet_restart.py): one with the
+Lease's nudge watermark removed (every replica nudged and replayed, as before there was one), one with it kept.
+
 With `--workers 2` (issue 17) two workers share the task queue; the one leading the watcher is killed and not
 restarted: the standby carries on alone. The standby calls itself a worker of another host
 (GROVE_TEMPORAL_IDENTITY), so it cannot take the dead leader's Lease early by seeing its PID gone: it waits the
@@ -34,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from activities.kubeapi import LEASES, PODCLIQUESETS
-from bench import interrupt, procs, recovery_timeline, replicas, rollout
+from bench import interrupt, procs, quiet_restart, recovery_timeline, replicas, rollout
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer, Tracked
 from bench.profile import Profiler
@@ -55,7 +58,7 @@ async def run(clusters: Clusters, *, replicas: int = 100, per_pcs: int = 10, tim
 
 
 def _lease_holder(cluster: BenchCluster, worker: WorkerProcess) -> str:
-    lease = cluster.kube.get(LEASES, worker.namespace, f"grove-temporal-watcher-{worker.namespace}")
+    lease = cluster.kube.get(LEASES, *quiet_restart.watcher_lease(worker))
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
@@ -138,6 +141,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         ready_at, leader_at = await watching
         floor = await _floor_worker_alive(cluster, observer, fleet, survivor, pclqs, pods, timeout)
     phases = await recovery_timeline.read(cluster.client, namespace, killed)
+    # after the timeline is read: these restarts add their own events to the histories
+    restarts = await quiet_restart.measure(cluster, worker, workflow_ids, timeout) if standby is None else None
     progressed_at, not_ready_at = _wave(pclqs, pods, killed)
     progress, not_ready = list(progressed_at.values()), list(not_ready_at.values())
     all_progressed = max(progress) - killed
@@ -166,6 +171,8 @@ async def _run(cluster: BenchCluster, n: int, per_pcs: int, timeout: float, prof
         "floor_worker_alive": floor,
         "over_floor_s": round(all_progressed - floor["all_progressed_s"], 2),
         "stack_cpu_s": stack_cpu,
+        # the worker killed and started again twice more with nothing changed: without and with the Lease's watermark
+        **({"restart_nothing_changed": restarts} if restarts is not None else {}),
         "targets": {"le_30s": all_progressed <= 30.0,
                     **({"first_change_le_5s": min(progress) - killed <= 5.0} if workers == 2 else {})},
         **({"worker_profile": profiled} if profiled else {}),

@@ -35,6 +35,7 @@ KUBE_REQUESTS = "grove_temporal_kube_requests_total"
 NUDGES = "grove_temporal_nudges_total"
 OBSERVE_READS = "grove_temporal_observe_reads_total"  # routine replica reads, by source: cache | apiserver
 WATCH_EVENTS = "grove_temporal_watch_events_total"
+FIRST_LIST_REPLICAS = "grove_temporal_first_list_replicas_total"  # by outcome: versions | read | unchanged
 
 
 def scrape(port: int, timeout: float = 10.0) -> Counters:
@@ -42,9 +43,11 @@ def scrape(port: int, timeout: float = 10.0) -> Counters:
         text = response.read().decode()
     values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
-        if family.type != "counter":
+        # a histogram's observation count is a counter too (e.g. the SDK's workflow-task replays)
+        kept = {"counter": "_total", "histogram": "_count"}.get(family.type)
+        if kept is None:
             continue
         for s in family.samples:
-            if s.name.endswith("_total"):
+            if s.name.endswith(kept):
                 values[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
     return Counters(values)

@@ -21,12 +21,13 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.backend import Scheduling, detect
 from activities.fanout import FANOUT_POOLS, FANOUT_THREADS
-from activities.kubeapi import Kube, KubeError, api_client
+from activities.kubeapi import LEASES, Kube, KubeError, api_client
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities, drift_in_cache
 from activities.rollout import RolloutActivities
 from activities.scaling import StartupActivities
 from activities.watch_cache import WatchCache
+from worker import watermark
 from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
@@ -297,14 +298,17 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                               nudge_status_window_seconds=settings.nudge_status_window.total_seconds(),
                               resync_seconds=settings.watch_resync.total_seconds(), cache=cache,
                               first_list_drift=lambda key: drift_in_cache(watcher.cache, scheduling, ReplicaRef(
-                                  namespace=key.namespace, pcs=key.pcs, pcs_uid=key.pcs_uid, replica=key.replica)))
+                                  namespace=key.namespace, pcs=key.pcs, pcs_uid=key.pcs_uid, replica=key.replica)),
+                              last_watermark=lambda: watermark.read(kube.get(LEASES, settings.lease_namespace,
+                                                                             settings.lease_name)))
             # hears the cache before it starts: no event missed
             pcs_status = PcsStatusWriter(kube, watcher.cache, wake_rollouts=rollout_waker(client))
             deletions = StuckDeletionSweeper(kube, watcher.cache)
             background.append(asyncio.create_task(watcher.follow()))  # warm before it leads: a fast hand-over
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
                                    identity=settings.identity, lease_seconds=settings.lease_seconds,
-                                   renew_every=settings.lease_renew_every, retry_every=settings.lease_retry_every)
+                                   renew_every=settings.lease_renew_every, retry_every=settings.lease_retry_every,
+                                   annotations=watcher.lease_annotations)
             leading = elector  # as typed here: the lambda below would see `elector` as possibly None
             background.append(asyncio.create_task(elector.run(
                 lambda: _lead(watcher, pcs_status, deletions, client, settings, leading), stop,

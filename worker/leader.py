@@ -79,6 +79,7 @@ class LeaseElector:
         lease_seconds: int = 15,
         renew_every: float = 5.0,
         retry_every: float = 2.0,
+        annotations: Callable[[], dict[str, str]] = dict,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -87,6 +88,9 @@ class LeaseElector:
         self.lease_seconds = lease_seconds
         self.renew_every = renew_every
         self.retry_every = retry_every
+        # What the leader records on the Lease with each write (the watcher's nudge watermark, worker/watermark.py);
+        # an annotation it does not give is left as the Lease has it.
+        self.annotations = annotations
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0  # monotonic time it was first seen
         self.is_leader = False
@@ -103,7 +107,8 @@ class LeaseElector:
         if lease is None:
             return None
         now = datetime.now(UTC)
-        lease = {**lease, "spec": {**lease["spec"], "renewTime": _micro_time(now)}}
+        lease = {**lease, "metadata": self._annotated(lease.get("metadata") or {}),
+                 "spec": {**lease["spec"], "renewTime": _micro_time(now)}}
         try:
             self._written = self.kube.replace(LEASES, self.namespace, self.name, lease)
             return True
@@ -112,6 +117,16 @@ class LeaseElector:
             if exc.conflict or exc.not_found:
                 return None
             raise
+
+    def _annotated(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        try:
+            ours = self.annotations()
+        except Exception:  # noqa: BLE001 - a record we cannot make must not cost the Lease
+            log.exception("leader election: the Lease's annotations could not be made; left as they are")
+            ours = {}
+        if not ours:
+            return metadata
+        return {**metadata, "annotations": {**(metadata.get("annotations") or {}), **ours}}
 
     def _try_acquire_or_renew(self) -> bool:
         if self.is_leader:
@@ -131,8 +146,8 @@ class LeaseElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "annotations": {PID_NAMESPACE_ANNOTATION: self.pid_namespace}},
+                "metadata": self._annotated({"name": self.name, "namespace": self.namespace,
+                                             "annotations": {PID_NAMESPACE_ANNOTATION: self.pid_namespace}}),
                 "spec": {**spec, "acquireTime": _micro_time(now), "leaseTransitions": 0},
             }
             try:
@@ -164,7 +179,8 @@ class LeaseElector:
             spec["acquireTime"] = current.get("acquireTime") or _micro_time(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
         lease["spec"] = spec  # full replace with the read resourceVersion: a concurrent writer gets 409
-        lease.setdefault("metadata", {})["annotations"] = {**annotations, PID_NAMESPACE_ANNOTATION: self.pid_namespace}
+        lease["metadata"] = self._annotated({**(lease.get("metadata") or {}),
+                                             "annotations": {**annotations, PID_NAMESPACE_ANNOTATION: self.pid_namespace}})
         try:
             self._written = self.kube.replace(LEASES, self.namespace, self.name, lease)
             return True
@@ -180,6 +196,7 @@ class LeaseElector:
             return
         lease["spec"]["holderIdentity"] = None
         lease["spec"]["leaseDurationSeconds"] = 1
+        lease["metadata"] = self._annotated(lease.get("metadata") or {})  # a graceful stop leaves its latest record
         self.kube.replace(LEASES, self.namespace, self.name, lease)
 
     async def _attempt(self) -> bool:

@@ -71,16 +71,18 @@ from activities.kubeapi import (
     resource_version,
     slim,
 )
-from activities.metrics import NUDGES, WATCH_EVENTS
+from activities.metrics import FIRST_LIST_REPLICAS, NUDGES, WATCH_EVENTS
 from activities.watch_cache import WatchCache
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
+from worker import watermark
 from workflows.contract import (
     NUDGE_SIGNAL,
     PCS_CHANGED_SIGNAL,
     ReplicaKey,
     parse_replica_workflow_id,
     reconciler_workflow_id,
+    replica_query,
 )
 from workflows.messages import Nudge
 from workflows.nudge_versions import sending
@@ -134,7 +136,7 @@ class _Feed:
     known: dict[ObjectKey, tuple[Fingerprint, JSON]] = field(default_factory=dict)
 
 
-Versions = dict[str, int]  # kind -> resourceVersion of the newest watch event a nudge stands for
+Versions = watermark.Versions  # kind -> resourceVersion of the newest watch event a nudge stands for
 ReplicaLabels = tuple[str, str, str]  # (namespace, PCS, replica index) as a pod's labels name them
 
 
@@ -171,6 +173,8 @@ TOUCHED_PRUNE_AT = 20_000
 # How long the items of the first lists are held for every kind to be listed (module docstring): far longer than the
 # lists take while kube-apiserver answers; a kind it refuses would otherwise hold them for good.
 FIRST_LIST_PATIENCE_SECONDS = 30.0
+# How often the leader checks for a moment with nothing to send, to move its nudge watermark (worker/watermark.py).
+WATERMARK_EVERY_SECONDS = 1.0
 
 
 def _merged(first: Versions | None, second: Versions | None) -> Versions | None:
@@ -210,6 +214,10 @@ class Nudger:
         self._wake = asyncio.Event()
         self.on_missing: Callable[[str], None] = lambda workflow_id: None
         self.failing_since: float | None = None  # monotonic: the first failed send since the last one that worked
+
+    def idle(self) -> bool:
+        """Nothing to send: every nudge requested so far was delivered (or found its workflow gone)."""
+        return not self._pending and not self._held and not self._in_flight
 
     def request(self, workflow_id: str, versions: Versions | None = None, *, status_only: bool = False) -> None:
         """Nudge `workflow_id` for watch events at `versions` (None: an event without one, answered only by a read
@@ -327,6 +335,7 @@ class Watcher:
         nudge_coalesce_seconds: float = 0.005,
         nudge_status_window_seconds: float = 0.0,
         first_list_drift: Callable[[ReplicaKey], tuple[str, ...] | None] | None = None,
+        last_watermark: Callable[[], Versions | None] | None = None,
     ) -> None:
         self.kube = kube
         self.client = client
@@ -357,6 +366,10 @@ class Watcher:
         self._first_list_drift = first_list_drift
         self._first_list: dict[str, Versions | None] | None = {} if first_list_drift is not None else None
         self._testing: asyncio.Future[None] | None = None
+        # The previous leader's nudge watermark (read from the Lease when the first lists are tested), and this
+        # leader's own, written on the Lease by the elector (worker/watermark.py).
+        self._last_watermark = last_watermark
+        self.watermark: Versions | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def follow(self) -> None:
@@ -390,7 +403,8 @@ class Watcher:
         again when it is regained). The watches go on between terms."""
         await self.follow()
         self.nudger.failing_since = None  # a new term is judged on its own sends
-        tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler())]
+        tasks = [asyncio.create_task(self.nudger.run()), asyncio.create_task(self._notify_reconciler()),
+                 asyncio.create_task(self._keep_watermark())]
         try:
             self.leading = True
             self._take_over()
@@ -416,6 +430,30 @@ class Watcher:
                      self.handover_window_seconds)
         if self._pending_pcs:
             self._reconciler_wake.set()
+
+    async def _keep_watermark(self) -> None:
+        """Move the watermark to what the cache has handed on, at a moment when every change handed on has been heard
+        and every nudge it made delivered (worker/watermark.py). Under steady churn such moments are rarer and the
+        watermark lags: a later leader then nudges more than it must, never less."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(WATERMARK_EVERY_SECONDS)
+            handed = self.cache.versions()
+            # The watch threads hand each change to this loop before moving their version past it: once a callback
+            # queued now has run, every change up to `handed` has been heard here.
+            heard: asyncio.Future[None] = loop.create_future()
+            loop.call_soon(heard.set_result, None)
+            await heard
+            if self._quiet():
+                self.watermark = handed
+
+    def _quiet(self) -> bool:
+        return (self._first_list is None and (self._testing is None or self._testing.done())
+                and not self._pending_pcs and self.nudger.idle())
+
+    def lease_annotations(self) -> dict[str, str]:
+        """What the elector writes on the Lease with each renewal: this leader's watermark, once it has one."""
+        return {watermark.ANNOTATION: watermark.encode(self.watermark)} if self.watermark else {}
 
     def _nudge(self, workflow_id: str, versions: Versions | None, *, status_only: bool = False) -> None:
         if self.leading:
@@ -526,25 +564,65 @@ class Watcher:
                                   drift_of: Callable[[ReplicaKey], tuple[str, ...] | None]) -> None:
         """Each replica with its items' versions where the cache shows it whole (nothing missing or surplus, so no
         deletion can have gone unseen by a process that remembers nothing), without versions (a read from
-        kube-apiserver) otherwise."""
-        def test() -> dict[str, Versions | None]:
-            tested = {}
+        kube-apiserver) otherwise. A whole replica whose items are all covered by the previous leader's watermark is
+        not nudged at all: that leader delivered every change of it (worker/watermark.py)."""
+        def test() -> tuple[dict[str, Versions | None], dict[str, Versions | None]]:
+            covered = watermark.trusted(self._read_last_watermark(), self.cache.versions())
+            tested, unchanged = {}, {}
             for workflow_id, versions in held.items():
                 key = parse_replica_workflow_id(workflow_id)
                 whole = versions is not None and key is not None and drift_of(key) == ()
-                tested[workflow_id] = versions if whole else None
-            return tested
+                if whole and watermark.covers(covered, versions):
+                    unchanged[workflow_id] = versions
+                else:
+                    tested[workflow_id] = versions if whole else None
+            return tested, unchanged
 
         try:
-            tested = await asyncio.to_thread(test)
+            tested, unchanged = await asyncio.to_thread(test)
         except Exception:  # noqa: BLE001 - never leave them unnudged: each then reads kube-apiserver
             log.exception("watcher: testing the replicas of the first lists failed; nudging them for a fresh read")
-            tested = dict.fromkeys(held)
+            tested, unchanged = dict.fromkeys(held), {}
         for workflow_id, versions in tested.items():
             self._nudge(workflow_id, versions)
         whole = sum(1 for versions in tested.values() if versions is not None)
+        for outcome, count in (("versions", whole), ("read", len(tested) - whole), ("unchanged", len(unchanged))):
+            FIRST_LIST_REPLICAS.labels(outcome).inc(count)
         log.info("watcher: first lists: %d replica(s) nudged with their items' versions (whole in the cache), %d for "
-                 "a read from kube-apiserver", whole, len(tested) - whole)
+                 "a read from kube-apiserver, %d not nudged (whole, and unchanged since the previous leader's "
+                 "watermark)", whole, len(tested) - whole, len(unchanged))
+        if unchanged:
+            await self._find_missing(unchanged)
+
+    async def _find_missing(self, unchanged: dict[str, Versions | None]) -> None:
+        """A replica left alone gets no nudge, so no nudge can find its workflow gone (terminated while no worker
+        ran): one visibility query looks for them among the running replica workflows instead, and the reconciler is
+        told of any it lacks. If the query fails, they are nudged after all, with their items' versions."""
+        try:
+            running = {execution.id async for execution in self.client.list_workflows(
+                replica_query(namespace=self.namespace), rpc_timeout=self.rpc_timeout)}
+        except Exception as exc:  # noqa: BLE001 - unsure, nudge: a nudge to a missing workflow tells the reconciler
+            log.warning("watcher: could not list the running replica workflows (%s); nudging the %d replica(s) left "
+                        "alone", exc, len(unchanged))
+            for workflow_id, versions in unchanged.items():
+                self._nudge(workflow_id, versions)
+            return
+        missing = [workflow_id for workflow_id in unchanged if workflow_id not in running]
+        for workflow_id in missing:
+            self._workflow_missing(workflow_id)
+        if missing:
+            log.info("watcher: first lists: %d replica(s) left alone have no running workflow; told the reconciler",
+                     len(missing))
+
+    def _read_last_watermark(self) -> Versions | None:
+        if self._last_watermark is None:
+            return None
+        try:
+            return self._last_watermark()
+        except Exception as exc:  # noqa: BLE001 - unread, it skips nothing: every replica is nudged as before
+            log.warning("watcher: could not read the previous leader's nudge watermark (%s); nudging every replica "
+                        "of the first lists", exc)
+            return None
 
     def _pcs_changed(self, key: ObjectKey, obj: JSON, previous: JSON | None, versions: Versions | None,
                      nudge: Callable[[str, Versions | None], None] | None = None, *, tell: bool = True) -> None:

@@ -187,6 +187,15 @@ async def test_b5_recovery_after_sigkill(stack: LocalStack) -> None:
     _positive_summary(floor["progressed_after_pod_notready_s"], 3)
     assert abs(floor["all_progressed_s"] - floor["progressed_s"]["max"]) < 0.01
     assert results["over_floor_s"] == round(results["all_progressed_after_kill_s"] - floor["all_progressed_s"], 2)
+    # Restarted with nothing changed: without the Lease's nudge watermark every replica is nudged and replayed; with
+    # it (recorded once the leader had nudged every change) none is, and no replica's history grows.
+    removed, kept = (results["restart_nothing_changed"][k] for k in ("watermark_removed", "watermark_kept"))
+    assert removed["first_lists"]["not_nudged"] == 0 and removed["nudges_sent"] >= 3, removed
+    assert removed["replays"] >= 3 and removed["history_events_added"]["min"] >= 2, removed
+    assert kept["watermark_covered_the_fleet_at_kill"] is True, kept
+    assert kept["first_lists"] == {"nudged_with_versions": 0, "nudged_for_a_read": 0, "not_nudged": 3}, kept
+    assert kept["nudges_sent"] == 0 and kept["history_events_added"]["max"] == 0, kept
+    assert kept["replays"] < removed["replays"], (kept, removed)
 
 
 async def test_scaleout_over_two_workers_does_every_action_once(stack: LocalStack) -> None:

@@ -14,9 +14,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.kubeapi import PODS
+from activities.kubeapi import LEASES, PODCLIQUES, PODCLIQUESETS, PODS
 from faults.history import ENSURES
 from tests.e2e.conftest import Histories
 from tests.e2e.harness import (
@@ -29,6 +29,7 @@ from tests.e2e.harness import (
     pcs_manifest,
     wait_for,
 )
+from worker import watermark
 from worker.history_activities import decoded, local_activity
 from workflows.contract import (
     ENSURE_REPLICA,
@@ -131,19 +132,28 @@ async def test_was_available_survives_a_worker_crash(
 
 async def test_a_restarted_worker_reads_its_cache_for_what_changed_and_kube_apiserver_where_something_went_missing(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client) -> None:
-    """A restarted worker remembers nothing, so its watcher nudges every replica its first lists find. A replica the
-    cache shows whole is nudged with its items' own versions: one whose pod went not Ready meanwhile acts on it from
-    the cache, one where nothing changed reads at most the cache; neither reads kube-apiserver. A replica with a pod
-    deleted meanwhile, which no list shows, is nudged for a read from kube-apiserver and gets its pod back."""
+    """A restarted worker remembers nothing of what its first lists find. A replica the cache shows whole whose items
+    changed after the previous leader's nudge watermark (on the Lease) is nudged with their own versions: one whose pod
+    went not Ready meanwhile acts on it from the cache, without reading kube-apiserver. One where nothing changed is
+    not nudged at all, so the new worker does not even replay it. A replica with a pod deleted meanwhile, which no list
+    shows, is nudged for a read from kube-apiserver and gets its pod back. A replica whose workflow was terminated
+    while no worker ran, and nothing else changed, gets no nudge to find that out: one visibility query does, and the
+    reconciler starts it again."""
     cluster.apply(pcs_manifest("down", cluster.namespace, replicas=3, termination_delay="1h",
                                cliques=[clique("frontend", 2, 2)]))
-    wait_for(lambda: cluster.ready_pods(6), timeout=60, what="6 Ready pods")
+    cluster.apply(pcs_manifest("lost", cluster.namespace, replicas=1, cliques=[clique("frontend", 1, 1)]))
+    wait_for(lambda: cluster.ready_pods(7), timeout=60, what="7 Ready pods")
     replicas = [Replica(temporal_client, cluster, "down", index) for index in range(3)]
-    for replica in replicas:
+    lost = Replica(temporal_client, cluster, "lost", 0)
+    for replica in [*replicas, lost]:
         await replica.wait_phase(Phase.AVAILABLE)
     await asyncio.sleep(1)  # every status write of the rounds above has landed
+    # ... and the leader has recorded on its Lease that it nudged every change of them (a renewal, within seconds)
+    wait_for(lambda: _watermark_covers(cluster, worker_process), timeout=30, what="the Lease's nudge watermark")
 
     worker_process.kill()
+    terminated_run = (await lost.handle.describe()).run_id
+    await lost.handle.terminate("the test: a replica workflow gone while no worker runs")
     gone = cluster.pods_of("down-0-frontend")[1]
     cluster.kube.delete(PODS, cluster.namespace, gone["metadata"]["name"])
     wait_for(lambda: all(p["metadata"]["uid"] != gone["metadata"]["uid"] for p in cluster.pods_of("down-0-frontend")),
@@ -165,19 +175,49 @@ async def test_a_restarted_worker_reads_its_cache_for_what_changed_and_kube_apis
     wait_for(lambda: len([p for p in cluster.pods_of("down-0-frontend") if is_ready(p)]) == 2, timeout=60,
              what="replica 0's pod recreated and Ready")
     log = worker_process.log_path.read_text(errors="replace")
-    assert ("first lists: 2 replica(s) nudged with their items' versions (whole in the cache), 2 for a read from "
-            "kube-apiserver") in log, log[-5000:]  # replica 0, and the new PCS's replica (nothing of it exists yet)
+    # replica 1 with its versions; replica 0, and the new PCS's replica (nothing of it exists yet) for a read; replica
+    # 2 and lost-0 not at all
+    assert ("first lists: 1 replica(s) nudged with their items' versions (whole in the cache), 2 for a read from "
+            "kube-apiserver, 2 not nudged (whole, and unchanged since the previous leader's watermark)") in log, \
+        log[-5000:]
+    assert "first lists: 1 replica(s) left alone have no running workflow; told the reconciler" in log, log[-5000:]
+
+    async def lost_runs_again() -> bool:
+        described = await lost.handle.describe()
+        return described.status == WorkflowExecutionStatus.RUNNING and described.run_id != terminated_run
+
+    deadline = time.monotonic() + 60
+    while not await lost_runs_again():
+        assert time.monotonic() < deadline, "lost-0's workflow was not started again"
+        await asyncio.sleep(0.5)
     await Replica(temporal_client, cluster, "late", 0).wait_phase(Phase.AVAILABLE)
     told = await _pcs_changes_since(temporal_client.get_workflow_handle(reconciler_workflow_id(cluster.namespace)),
                                     restarted_at)
-    assert "late" in told and "down" not in told, told
+    assert {"late", "lost"} <= told and "down" not in told, told
 
     reads = {index: await _reads_since(replica.handle, restarted_at) for index, replica in enumerate(replicas)}
     assert reads[0]["apiserver"] >= 1, reads  # the deleted pod: only kube-apiserver can show it gone
     assert reads[1]["apiserver"] == 0 and reads[1]["cache"] >= 1, reads
-    # Nothing changed, but the status writes after the replica's last read are newer than that read: a round on the
-    # cache (no more), where a nudge without versions read kube-apiserver
-    assert reads[2]["apiserver"] == 0 and reads[2]["cache"] <= 1, reads
+    # Nothing changed: no nudge, no round, not even a workflow task on the new worker
+    assert reads[2] == {"apiserver": 0, "cache": 0}, reads
+    assert await _signals_since(replicas[2].handle, restarted_at) == [], "replica 2 was nudged"
+
+
+def _watermark_covers(cluster: Cluster, worker: WorkerProcess) -> bool:
+    """The nudge watermark on the watcher's Lease is at or past every pod, PodClique and PodCliqueSet of the test."""
+    mark = watermark.read(cluster.kube.get(LEASES, worker.namespace, f"grove-temporal-watcher-{worker.namespace}"))
+    return mark is not None and all(
+        int(obj["metadata"]["resourceVersion"]) <= mark.get(resource.kind, -1)
+        for resource in (PODS, PODCLIQUES, PODCLIQUESETS) for obj in cluster.kube.list_items(resource, cluster.namespace))
+
+
+async def _signals_since(handle: Any, since: datetime) -> list[str]:
+    names = []
+    async for event in handle.fetch_history_events():
+        if (event.event_time.ToDatetime().replace(tzinfo=UTC) >= since
+                and event.HasField("workflow_execution_signaled_event_attributes")):
+            names.append(event.workflow_execution_signaled_event_attributes.signal_name)
+    return names
 
 
 async def _pcs_changes_since(handle: Any, since: datetime) -> set[str]:

@@ -141,3 +141,43 @@ def test_a_leader_renews_with_one_request_and_reads_again_once_someone_else_wrot
     lease["spec"]["holderIdentity"] = "someone-else"
     client.replace(LEASES, namespace, "renew", lease)
     assert not elector._try_acquire_or_renew(), "someone else holds it now, and it has not expired"
+
+
+def test_the_leader_s_record_rides_on_every_lease_write_and_leaves_other_annotations_alone(
+        kube: ApiClient, namespace: str) -> None:
+    """What the watcher gives the elector to record (its nudge watermark) is written on the Lease when it is
+    taken, with each renewal (no extra request) and when it is handed back; annotations it does not give, the PID
+    namespace and anyone else's, stay as they are. Until it has a record, an earlier leader's stays in place."""
+    client = Kube(kube)
+    _lease(client, namespace, "", None)
+    lease = client.get(LEASES, namespace, "watcher")
+    assert lease is not None
+    lease["metadata"]["annotations"] = {"example.com/kept": "yes", "grove-temporal.io/nudged-through": '{"Pod":5}'}
+    client.replace(LEASES, namespace, "watcher", lease)
+    record: dict[str, str] = {}
+    elector = LeaseElector(client, namespace=namespace, name="watcher", identity=f"{HOST}-{os.getpid()}",
+                           annotations=lambda: dict(record))
+
+    def annotations() -> dict[str, str]:
+        return dict(((client.get(LEASES, namespace, "watcher") or {}).get("metadata") or {}).get("annotations") or {})
+
+    assert elector._try_acquire_or_renew()
+    assert annotations() == {"example.com/kept": "yes", "grove-temporal.io/nudged-through": '{"Pod":5}',
+                             PID_NAMESPACE_ANNOTATION: pid_namespace()}
+    elector.is_leader = True
+    record["grove-temporal.io/nudged-through"] = '{"Pod":9}'
+    assert elector._try_acquire_or_renew()
+    assert annotations()["grove-temporal.io/nudged-through"] == '{"Pod":9}'
+    assert annotations()["example.com/kept"] == "yes"
+    record["grove-temporal.io/nudged-through"] = '{"Pod":12}'
+    elector._release()
+    released = client.get(LEASES, namespace, "watcher") or {}
+    assert released["spec"].get("holderIdentity") is None
+    assert annotations()["grove-temporal.io/nudged-through"] == '{"Pod":12}'
+
+    def broken() -> dict[str, str]:
+        raise RuntimeError("no record")
+
+    elector.annotations = broken  # a record that cannot be made costs nothing but itself
+    assert elector._try_acquire_or_renew()
+    assert annotations()["grove-temporal.io/nudged-through"] == '{"Pod":12}'

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowHandle
@@ -25,6 +26,7 @@ from tests.localstack.stack_proof_workflows import (
     NudgeVersionsWorkflow,
     PcsChangedWorkflow,
 )
+from worker import watcher as watcher_module
 from worker.telemetry import client_interceptors
 from worker.watcher import Nudger, Watcher
 from workflows.contract import ReplicaKey, reconciler_workflow_id
@@ -417,6 +419,97 @@ def test_a_first_list_nudges_whole_replicas_with_their_items_versions_and_the_re
     nudged.clear()
     watcher._on_event(pod, "ADDED", item("Pod", "p-2-a-1", 60, 2), "120", True)  # a later list: as before
     assert nudged == [(ReplicaKey("ns", "p", "pcs-uid", 2).workflow_id, None)] and len(tested) == 3
+
+
+def test_a_first_list_leaves_alone_a_whole_replica_the_previous_leader_s_watermark_covers() -> None:
+    """Pure logic: a replica the cache shows whole, whose items are all at or below the previous leader's nudge
+    watermark, had every change delivered by that leader: not nudged at all (so the restarted worker does not replay
+    it). One item above it, or a replica not whole, is nudged as before. A watermark ahead of what this process
+    listed (another cluster's, an etcd restored from a backup) or one lacking a kind is not trusted for it."""
+    zero = ReplicaKey("ns", "p", "pcs-uid", 0).workflow_id
+
+    class Visibility:
+        """The running replica workflows, as Temporal's visibility lists them; None: the query fails."""
+
+        def __init__(self, running: list[str] | None) -> None:
+            self.running = running
+
+        def list_workflows(self, query: str, **_: Any) -> AsyncIterator[Any]:
+            assert "ReplicaWorkflow" in query and "Running" in query, query
+
+            async def executions() -> AsyncIterator[Any]:
+                if self.running is None:
+                    raise RPCError("visibility unavailable", RPCStatusCode.UNAVAILABLE, b"")
+                for workflow_id in self.running:
+                    yield SimpleNamespace(id=workflow_id)
+            return executions()
+
+    def first_list(lease: dict[str, int] | None, listed: dict[str, int],
+                   running: list[str] | None = [zero]) -> tuple[list[Any], Watcher]:  # noqa: B006 - never changed
+        watcher = Watcher(None, Visibility(running),  # type: ignore[arg-type]
+                          first_list_drift=lambda key: ("missing pods",) if key.replica == 2 else (),
+                          last_watermark=lambda: lease)
+        watcher.cache.versions = lambda: listed  # type: ignore[method-assign]
+        watcher.leading = True
+        nudged: list[Any] = []
+        watcher.nudger.request = (  # type: ignore[method-assign]
+            lambda wid, versions=None, status_only=False: nudged.append((int(wid.split("/")[-1]), versions)))
+        pcs = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid", "generation": 1,
+                                                    "resourceVersion": "3"},
+               "spec": {"replicas": 3}, "status": {"observedGeneration": 1}}
+        watcher._on_event(watcher.pcs_feed, "ADDED", pcs, "100")
+        for replica, (pclq_rv, pod_rv) in enumerate(((10, 20), (11, 25), (12, 21))):
+            for feed, kind, name, rv in ((watcher.pclq_feed, "PodClique", f"p-{replica}-a", pclq_rv),
+                                         (watcher.pod_feed, "Pod", f"p-{replica}-a-0", pod_rv)):
+                obj = _replica_object(kind, name, rv)
+                obj["metadata"]["labels"][names.LABEL_PCS_REPLICA_INDEX] = str(replica)
+                watcher._on_event(feed, "ADDED", obj, "100")
+        asyncio.run(_first_lists_done(watcher))
+        return sorted(nudged, key=lambda n: n[0]), watcher
+
+    listed = {"PodCliqueSet": 100, "PodClique": 100, "Pod": 100}
+    mark = {"PodCliqueSet": 3, "PodClique": 12, "Pod": 22}
+    nudged, watcher = first_list(mark, listed)
+    assert nudged == [(1, {"PodCliqueSet": 3, "PodClique": 11, "Pod": 25}),  # its pod changed after the watermark
+                      (2, None)]  # not whole: something may have been deleted, whatever the versions say
+    assert watcher._pending_pcs == set()  # replica 0's workflow runs: the reconciler has nothing to do
+    # No nudge can find a workflow gone while no worker ran (terminated from the UI): visibility does, and the
+    # reconciler is told. If visibility cannot be asked, the replica is nudged after all.
+    nudged, watcher = first_list(mark, listed, running=[])
+    assert [n[0] for n in nudged] == [1, 2] and watcher._pending_pcs == {("ns", "p")}
+    nudged, watcher = first_list(mark, listed, running=None)
+    assert nudged[0] == (0, {"PodCliqueSet": 3, "PodClique": 10, "Pod": 20}) and len(nudged) == 3
+    every = [(0, {"PodCliqueSet": 3, "PodClique": 10, "Pod": 20}), (1, {"PodCliqueSet": 3, "PodClique": 11, "Pod": 25}),
+             (2, None)]
+    assert first_list({"PodCliqueSet": 3, "PodClique": 12, "Pod": 200}, listed)[0] == every  # ahead of this cluster
+    assert first_list({"PodCliqueSet": 3, "Pod": 22}, listed)[0] == every  # says nothing of PodCliques
+    assert first_list(None, listed)[0] == every  # no watermark: as before
+
+
+async def test_the_watermark_moves_only_when_every_change_heard_has_been_nudged() -> None:
+    """Pure logic: while leading, the watcher takes what its cache has handed on as its watermark at a moment when
+    nothing is pending, held or in flight; the elector writes it on the Lease."""
+    watcher = Watcher(None, None)  # type: ignore[arg-type]
+    watcher._first_list = None
+    handed = {"Pod": 40}
+    watcher.cache.versions = lambda: dict(handed)  # type: ignore[method-assign]
+    assert watcher.lease_annotations() == {}
+    keeping = asyncio.create_task(watcher._keep_watermark())
+    try:
+        await _until(lambda: watcher.watermark == {"Pod": 40}, "the first watermark", timeout=5)
+        assert watcher.lease_annotations() == {"grove-temporal.io/nudged-through": '{"Pod":40}'}
+        watcher.nudger._pending["wf"] = {"Pod": 41}  # a change heard, its nudge not yet delivered
+        handed["Pod"] = 41
+        await asyncio.sleep(3 * watcher_module.WATERMARK_EVERY_SECONDS)
+        assert watcher.watermark == {"Pod": 40}
+        del watcher.nudger._pending["wf"]
+        watcher.nudger._held["wf"] = (0.0, {"Pod": 41})  # held for the status window: not delivered either
+        await asyncio.sleep(3 * watcher_module.WATERMARK_EVERY_SECONDS)
+        assert watcher.watermark == {"Pod": 40}
+        del watcher.nudger._held["wf"]
+        await _until(lambda: watcher.watermark == {"Pod": 41}, "the watermark moved on", timeout=5)
+    finally:
+        keeping.cancel()
 
 
 async def _first_lists_done(watcher: Watcher) -> None:
