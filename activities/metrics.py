@@ -50,6 +50,8 @@ FIRST_LIST_REPLICAS = Counter(
     "Replicas a worker's first lists found, by what its watcher did with them (worker/watermark.py)",
     ["outcome"],  # versions: nudged for a read of the cache | read: nudged for a read of the apiserver | unchanged
 )
+for _outcome in ("versions", "read", "unchanged"):  # on /metrics from the start, at 0 until a first list
+    FIRST_LIST_REPLICAS.labels(_outcome)
 PROGRESS_PROBES = Counter(
     "grove_temporal_watch_progress_probes",
     "LISTs that showed a watch-cache kind complete up to a version its watch had not reported yet (another worker's "
