@@ -82,10 +82,10 @@ def _wait_covered(cluster: BenchCluster, worker: WorkerProcess, patience: float)
     deadline = time.monotonic() + patience
     namespace, name = watcher_lease(worker)
     while True:
-        mark = watermark.read(cluster.kube.get(LEASES, namespace, name)) or {}
-        if mark and all(int(obj["metadata"]["resourceVersion"]) <= mark.get(resource.kind, -1)
-                        for resource in (PODS, PODCLIQUES, PODCLIQUESETS)
-                        for obj in cluster.kube.list_items(resource, worker.namespace)):
+        newest = {resource.kind: max((int(obj["metadata"]["resourceVersion"])
+                                      for obj in cluster.kube.list_items(resource, worker.namespace)), default=0)
+                  for resource in (PODS, PODCLIQUES, PODCLIQUESETS)}
+        if watermark.covers(watermark.read(cluster.kube.get(LEASES, namespace, name)), newest):
             return True
         if time.monotonic() >= deadline:
             return False
