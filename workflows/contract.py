@@ -117,6 +117,11 @@ GROVE_REPLICA = SearchAttributeKey.for_int("GroveReplica")
 GROVE_PHASE = SearchAttributeKey.for_keyword("GrovePhase")
 GROVE_PAUSED = SearchAttributeKey.for_bool("GrovePaused")
 
+# --- memo ----------------------------------------------------------------------------------------------------------
+# A replica's pending terminationDelay deadlines (messages.DeadlineMemo). A memo rather than a search attribute: a
+# memo needs no registration, so a namespace set up for an older release never fails a workflow task on it.
+DEADLINE_MEMO = "grove-deadlines"
+
 # name -> type as `temporal operator search-attribute create` and `temporal server start-dev` spell it
 SEARCH_ATTRIBUTES: dict[str, str] = {
     GROVE_NAMESPACE.name: "Keyword",

@@ -464,6 +464,14 @@ class DeadlineStatus(Message):
     cause: str
 
 
+class DeadlineMemo(Message):
+    """The replica's pending terminationDelay deadlines, in its workflow's memo (contract.DEADLINE_MEMO): what the
+    fleet gauges read from one visibility listing, without a status query of each replica."""
+
+    count: int = Field(ge=0)
+    next_due: AwareDatetime | None = None
+
+
 class ReplicaStatus(Message):
     ref: ReplicaRef
     phase: Phase

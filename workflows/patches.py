@@ -7,7 +7,7 @@ knows them all records REPLICA_BASELINE_PATCH instead, which stands for every pa
 per run. A run whose history lacks the baseline marker (begun by an older release) asks each patch as before, so
 its history replays unchanged.
 
-Each later baseline (REPLICA_BASELINE_2_PATCH to REPLICA_BASELINE_11_PATCH) takes in the patches added since; a run
+Each later baseline (REPLICA_BASELINE_2_PATCH to REPLICA_BASELINE_12_PATCH) takes in the patches added since; a run
 asks the newest first, so a run begun under an earlier one replays it unchanged.
 Pure workflow code: no I/O.
 """
@@ -29,6 +29,7 @@ REPLICA_BASELINE_8_PATCH = "replica-baseline-8"  # baseline 7, plus local-releas
 REPLICA_BASELINE_9_PATCH = "replica-baseline-9"  # baseline 8, plus one-release-per-round
 REPLICA_BASELINE_10_PATCH = "replica-baseline-10"  # baseline 9, plus mirror-with-read and handover-after-update-task
 REPLICA_BASELINE_11_PATCH = "replica-baseline-11"  # baseline 10, plus local-ensure and mirror-with-ensure
+REPLICA_BASELINE_12_PATCH = "replica-baseline-12"  # baseline 11, plus deadline-memo
 
 
 class PatchSet:

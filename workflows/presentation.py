@@ -26,6 +26,7 @@ from workflows.messages import (
     CliqueState,
     CliqueStatus,
     ConditionMirror,
+    DeadlineMemo,
     DeadlineStatus,
     MirroredWithRead,
     MirrorWithRead,
@@ -382,6 +383,25 @@ class SearchAttributeMirror:
             updates.append(GROVE_PAUSED.value_set(paused))
             self.paused = paused
         return updates
+
+
+# The phases in which a replica can hold a terminationDelay deadline (a breach begins one): the fleet gauges list
+# these, and a replica in one of them always has its deadlines in its memo (deadline_memo_update).
+DEADLINE_PHASES = (Phase.BREACHED, Phase.TERMINATING)
+
+
+def deadline_memo(deadlines: tuple[DeadlineStatus, ...]) -> DeadlineMemo:
+    return DeadlineMemo(count=len(deadlines), next_due=min((d.due_at for d in deadlines), default=None))
+
+
+def deadline_memo_update(current: DeadlineMemo | None, deadlines: tuple[DeadlineStatus, ...],
+                         phase: Phase) -> DeadlineMemo | None:
+    """What to write to the replica's deadline memo, or None when it already says so. A replica that never had a
+    deadline and is in no deadline phase writes nothing: most replicas never breach, and each write is an event."""
+    wanted = deadline_memo(deadlines)
+    if wanted == current or (current is None and not wanted.count and phase not in DEADLINE_PHASES):
+        return None
+    return wanted
 
 
 def replica_status(ref: ReplicaRef, state: ReplicaState, *, snapshot: ReplicaSnapshot | None,

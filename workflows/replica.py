@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import (
         ACTIVITY_HEARTBEAT_TIMEOUT,
         ACTIVITY_HEARTBEATS_PATCH,
+        DEADLINE_MEMO,
         DELETE_REPLICA,
         ENSURE_REPLICA,
         ENSURE_REPLICA_CACHED,
@@ -60,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         BreachRecheck,
         CachedObserveRequest,
         ControlResult,
+        DeadlineMemo,
         DeleteReplicaResult,
         EnsureRequest,
         EnsureResult,
@@ -103,6 +105,7 @@ with workflow.unsafe.imports_passed_through():
         REPLICA_BASELINE_9_PATCH,
         REPLICA_BASELINE_10_PATCH,
         REPLICA_BASELINE_11_PATCH,
+        REPLICA_BASELINE_12_PATCH,
         REPLICA_BASELINE_PATCH,
         PatchSet,
     )
@@ -217,6 +220,12 @@ LOCAL_ENSURE_PATCH = "local-ensure"
 # The round mirrors what it computes differently (a gate released after it, a rolling update turn). Decided once per
 # run, with LOCAL_ENSURE_PATCH.
 MIRROR_WITH_ENSURE_PATCH = "mirror-with-ensure"
+# The replica's pending terminationDelay deadlines (how many, the earliest) are kept in its workflow's memo
+# (contract.DEADLINE_MEMO): the fleet gauges read them from one visibility listing, where they queried the status of
+# every Breached or Terminating replica every 15 s, a workflow task each (67 a second with 1,000 replicas breached,
+# issue 17). One event (WorkflowPropertiesModified) where the deadlines change, in the workflow task that records
+# the change. Asked only where the memo is written, so a history without it replays as before.
+DEADLINE_MEMO_PATCH = "deadline-memo"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Every patch above and in the modules named: a run begun under REPLICA_BASELINE_PATCH has them all, with one marker
 # (workflows/patches.py). A patch added later stays out of this set until a new baseline takes it in.
@@ -237,7 +246,8 @@ REPLICA_BASELINE_8 = REPLICA_BASELINE_7 | {LOCAL_RELEASES_PATCH, ENSURE_TOPOLOGY
 REPLICA_BASELINE_9 = REPLICA_BASELINE_8 | {ONE_RELEASE_PATCH}
 REPLICA_BASELINE_10 = REPLICA_BASELINE_9 | {MIRROR_WITH_READ_PATCH, UPDATE_HANDOVER_PATCH}
 REPLICA_BASELINE_11 = REPLICA_BASELINE_10 | {LOCAL_ENSURE_PATCH, MIRROR_WITH_ENSURE_PATCH}
-REPLICA_BASELINES = ((REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
+REPLICA_BASELINE_12 = REPLICA_BASELINE_11 | {DEADLINE_MEMO_PATCH}
+REPLICA_BASELINES = ((REPLICA_BASELINE_12_PATCH, REPLICA_BASELINE_12), (REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
                      (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
                      (REPLICA_BASELINE_5_PATCH, REPLICA_BASELINE_5), (REPLICA_BASELINE_4_PATCH, REPLICA_BASELINE_4),
@@ -761,6 +771,17 @@ class ReplicaWorkflow:
         updates = self._search.updates(phase, self.state.paused)
         if updates:
             workflow.upsert_search_attributes(updates)
+        self._mirror_deadlines(phase)
+
+    def _mirror_deadlines(self, phase: Phase) -> None:
+        """The deadlines the status query shows, in the memo (DEADLINE_MEMO_PATCH); written only when they change."""
+        deadlines = (presentation.deadline_statuses(self._evaluation)
+                     if self.state.topology is not None and self._snapshot is not None and self._evaluation is not None
+                     else ())
+        current = workflow.memo_value(DEADLINE_MEMO, None, type_hint=DeadlineMemo)
+        memo = presentation.deadline_memo_update(current, deadlines, phase)
+        if memo is not None and self._patched(DEADLINE_MEMO_PATCH):
+            workflow.upsert_memo({DEADLINE_MEMO: memo})
 
     def _render(self) -> None:
         status = self.status()

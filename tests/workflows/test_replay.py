@@ -103,6 +103,7 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "hand-over when quiet": lambda h: QUIET_HANDOVER_PATCH in patches_in(list(h.events)),
     "a termination found healed, then a new breach's": lambda h: _terminations_found_healed(h) > 0
     and len(_terminations(h)) > 1,
+    "deadlines kept in the memo": lambda h: any(map(_has("workflow_properties_modified_event_attributes"), h.events)),
 }
 
 

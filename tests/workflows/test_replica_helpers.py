@@ -10,6 +10,8 @@ from grove.termination import Scope, Termination
 from workflows.contract import GROVE_PAUSED, GROVE_PHASE
 from workflows.controls import ControlQueue
 from workflows.messages import (
+    DeadlineMemo,
+    DeadlineStatus,
     ForceTerminateRequest,
     Nudge,
     PcsState,
@@ -18,7 +20,7 @@ from workflows.messages import (
     TerminationRecord,
 )
 from workflows.nudges import Nudges
-from workflows.presentation import SearchAttributeMirror
+from workflows.presentation import SearchAttributeMirror, deadline_memo_update
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -238,3 +240,20 @@ def test_the_search_attribute_mirror_writes_only_changes() -> None:
     assert mirror.updates(Phase.CREATING, False) == []
     assert [(u.key.name, u.value) for u in mirror.updates(Phase.CREATING, True)] == [(GROVE_PAUSED.name, True)]
 
+
+
+def _deadline(due_in: int) -> DeadlineStatus:
+    return DeadlineStatus(scope=Scope.PCS_REPLICA, target="p-0", breach_start=T0, delay=timedelta(seconds=60),
+                          due_at=T0 + timedelta(seconds=due_in), cause="frontend below minAvailable")
+
+
+def test_the_deadline_memo_is_written_when_the_deadlines_change_and_never_for_a_replica_that_never_had_one() -> None:
+    assert deadline_memo_update(None, (), Phase.AVAILABLE) is None, "most replicas never breach: no event for them"
+    first = deadline_memo_update(None, (_deadline(60), _deadline(30)), Phase.BREACHED)
+    assert first == DeadlineMemo(count=2, next_due=T0 + timedelta(seconds=30)), "how many, and the earliest"
+    assert deadline_memo_update(first, (_deadline(30), _deadline(60)), Phase.BREACHED) is None, "unchanged: nothing"
+    healed = deadline_memo_update(first, (), Phase.AVAILABLE)
+    assert healed == DeadlineMemo(count=0, next_due=None), "cleared once written, whatever the phase"
+    assert deadline_memo_update(healed, (), Phase.AVAILABLE) is None
+    # Breached without a deadline (terminationDelay 0, or held): the memo says none, so the gauges need not ask.
+    assert deadline_memo_update(None, (), Phase.BREACHED) == DeadlineMemo(count=0, next_due=None)

@@ -57,7 +57,7 @@ from workflows.messages import (
 )
 from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.nudges import NUDGED_FLOOR_PATCH, TIMED_NUDGES_PATCH, UNVERSIONED_COUNTED_PATCH
-from workflows.patches import REPLICA_BASELINE_11_PATCH
+from workflows.patches import REPLICA_BASELINE_12_PATCH
 from workflows.replica import (
     LOCAL_ENSURE_PATCH,
     LOCAL_RELEASES_PATCH,
@@ -569,7 +569,7 @@ async def test_a_new_run_records_one_patch_marker_and_runs_routine_steps_as_loca
     events = list(history.events)
     markers = [e.marker_recorded_event_attributes.details["patch-data"] for e in events
                if e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert len(markers) == 1 and REPLICA_BASELINE_11_PATCH.encode() in markers[0].payloads[0].data
+    assert len(markers) == 1 and REPLICA_BASELINE_12_PATCH.encode() in markers[0].payloads[0].data
     assert {TIMED_NUDGES_PATCH, NUDGED_FLOOR_PATCH, UNVERSIONED_COUNTED_PATCH,
             contract.LOCAL_ACTIVITIES_PATCH, LOCAL_RELEASES_PATCH, MIRROR_WITH_READ_PATCH,
             LOCAL_ENSURE_PATCH} <= patches_in(events)

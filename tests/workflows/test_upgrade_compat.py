@@ -20,6 +20,7 @@ from workflows.contract import LOCAL_ACTIVITIES_PATCH
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import (
     BREACH_EVENTS_PATCH,
+    DEADLINE_MEMO_PATCH,
     ENSURE_RELEASES_BASE_PATCH,
     LOCAL_ENSURE_PATCH,
     LOCAL_RELEASES_PATCH,
@@ -123,6 +124,15 @@ async def test_without_the_guard_a_quiet_run_past_the_threshold_that_went_on_wou
     terminated, recreated and Available again); it replays on today's code (above), and forced onto the quiet
     hand-over its history no longer replays (today's code would continue-as-new where it started a timer)."""
     failure = await _replay_forced(monkeypatch, QUIET_HANDOVER_PATCH, "baseline-9-f9ecfbe-s5_pcsg_replica_termination.json")
+    assert "nondetermin" in failure.lower(), failure
+
+
+async def test_without_the_guard_a_run_that_breached_before_the_deadline_memo_would_break(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run begun under replica-baseline-9 (f9ecfbe) breached, counted its terminationDelay down and terminated a
+    PCSG replica, with no memo; it replays on today's code (above), and forced onto the deadline memo its history no
+    longer replays (today's code would modify the workflow's properties where the breach began)."""
+    failure = await _replay_forced(monkeypatch, DEADLINE_MEMO_PATCH, "baseline-9-f9ecfbe-s5_pcsg_replica_termination.json")
     assert "nondetermin" in failure.lower(), failure
 
 
