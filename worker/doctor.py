@@ -411,9 +411,17 @@ class ResetOutcome:
     plan: ResetPlan
     stuck: StuckWorkflow | None
 
+    @property
+    def signals_may_be_held(self) -> bool:
+        """Temporal writes a signal that arrives while a workflow task is running into the history only once that
+        task ends. A stuck workflow's task is retried over and over, so signals sent meanwhile may be missing from
+        the history the plan counted; the reset reapplies them all the same (tests/e2e/test_stuck_workflows.py)."""
+        return self.stuck is not None and self.stuck.attempts > 1
+
     def as_dict(self) -> dict[str, object]:
         return {"workflowId": self.workflow_id, "oldRunId": self.old_run_id, "newRunId": self.new_run_id,
-                **self.plan.as_dict(), "stuck": self.stuck.as_dict() if self.stuck else None}
+                **self.plan.as_dict(), "signalsMayBeHeld": self.signals_may_be_held,
+                "stuck": self.stuck.as_dict() if self.stuck else None}
 
 
 async def reset(client: Client, workflow_id: str, *, reason: str, event_id: int | None = None,

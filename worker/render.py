@@ -141,5 +141,9 @@ def reset_outcome(outcome: ResetOutcome) -> None:
     activities = ", ".join(f"{name} x{count}" for name, count in plan.discarded_activities.items()) or "none"
     console.print(f"  discarded: {plan.discarded_events} events (completed activities: {activities}); reapplied: "
                   f"{plan.reapplied_signals} signals, {plan.reapplied_updates} updates", markup=False)
+    if outcome.signals_may_be_held:
+        console.print("  and any signal sent while its workflow task keeps failing: Temporal holds those back from the "
+                      "history until a task ends, so they are not counted here; the reset reapplies them too",
+                      markup=False)
     if outcome.new_run_id:
         console.print(f"  new run {outcome.new_run_id}", markup=False)

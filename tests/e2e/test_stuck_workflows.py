@@ -143,6 +143,9 @@ async def test_a_replica_stuck_after_a_rolled_back_build_is_reported_reset_and_c
     # and over. Whether the pause reaches the new run is checked there, below. (A restarted worker's first-list nudge
     # used to make this count 2 or more; the worker's nudge watermark now leaves an unchanged replica alone.)
     assert planned["newRunId"] is None and planned["reappliedSignals"] >= 1, planned
+    assert planned["signalsMayBeHeld"] is True, "the plan says its count may miss signals held back meanwhile"
+    text = cli("reset", "heal", "-n", ns, "--replica", "0", "--dry-run", address=address)
+    assert text.returncode == 0 and "Temporal holds those back" in text.stdout, text.stdout
     stuck_run = (await replica.handle.describe()).run_id
     assert planned["oldRunId"] == stuck_run
 
