@@ -20,7 +20,7 @@ ACCEPTS = {
     "b2": {"replicas", "delay"},
     "b3": {"sizes", "per_pcs", "profile", "pods_per_replica", "floors", "repeat"},
     "b4": {"replicas", "window", "per_pcs", "rollout_resync", "safety_resync"},
-    "b5": {"replicas", "per_pcs", "profile", "workers", "after_rollout"},
+    "b5": {"replicas", "per_pcs", "profile", "workers", "after_rollout", "repeat"},
     "scale": {"replicas", "interval"},
     "rollout": {"replicas", "per_pcs"},
     "scaleout": {"replicas", "per_pcs", "worker_counts", "delay"},
@@ -112,9 +112,10 @@ def bench(
                                                            "fresh stack (1,2,3)")] = None,
     floors: Annotated[str | None, typer.Option(help="b3: comma-separated floors measured beside the product, each on "
                                                     "a fresh stack: direct, temporal, local (all three)")] = None,
-    repeat: Annotated[int | None, typer.Option(min=1, help="b3: run the product phase this many times per size, "
-                                                          "each on a fresh stack; the median run is reported, "
-                                                          "every run beside it (1)")] = None,
+    repeat: Annotated[int | None, typer.Option(min=1, help="b3: run the product phase this many times per size; "
+                                                          "b5: the whole run (kill, floor, restarts); each on a "
+                                                          "fresh stack, the median run reported with every run "
+                                                          "beside it (1)")] = None,
     timeout: Annotated[float | None, typer.Option(min=1, help="seconds one phase may wait before the run is "
                                                              "abandoned (b1, b2, scale: 300; b5, scaleout: 900; "
                                                              "b4: 1200; b3, rollout: 1800)")] = None,
