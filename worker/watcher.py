@@ -407,7 +407,7 @@ class Watcher:
                  asyncio.create_task(self._keep_watermark())]
         try:
             self.leading = True
-            self._take_over()
+            await self._take_over()
             await asyncio.Event().wait()
         finally:
             self.leading = False
@@ -415,21 +415,29 @@ class Watcher:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _take_over(self) -> None:
+    async def _take_over(self) -> None:
         """Nudge the replicas that changed within the hand-over window before this term: the previous leader may
-        have died (or been cut off) with their nudges unsent. A nudge that finds its change already read costs the
-        workflow a signal, not a round (versions)."""
+        have died (or been cut off) with their nudges unsent. A change the previous leader's watermark covers was
+        delivered by it, and is left alone (worker/watermark.py); the others are nudged, and a nudge that finds its
+        change already read costs the workflow a signal, not a round (versions)."""
         now = time.monotonic()
         recent = {wid: versions for wid, (at, versions) in self._touched.items()
                   if now - at <= self.handover_window_seconds}
         self._touched.clear()
-        for workflow_id, versions in recent.items():
-            self.nudger.request(workflow_id, versions)
-        if recent:
-            log.info("watcher: took over; nudged %d replica(s) changed in the last %.0fs", len(recent),
-                     self.handover_window_seconds)
         if self._pending_pcs:
             self._reconciler_wake.set()
+        if not recent:
+            return
+        delivered = watermark.trusted(await asyncio.to_thread(self._read_last_watermark), self.cache.versions())
+        left_alone = 0
+        for workflow_id, versions in recent.items():
+            if watermark.covers(delivered, versions):
+                left_alone += 1
+            else:
+                self.nudger.request(workflow_id, versions)
+        log.info("watcher: took over; nudged %d replica(s) changed in the last %.0fs (%d more left alone: the previous "
+                 "leader's watermark shows their changes delivered)", len(recent) - left_alone,
+                 self.handover_window_seconds, left_alone)
 
     async def _keep_watermark(self) -> None:
         """Move the watermark to what the cache has handed on, at a moment when every change handed on has been heard

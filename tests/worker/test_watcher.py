@@ -306,10 +306,35 @@ def test_a_standby_remembers_what_changed_and_nudges_it_when_it_takes_over() -> 
     watcher._touched["long-ago"] = (time.monotonic() - 61, {"Pod": 1})
     assert requested == [], "a standby nudges nothing"
     watcher.leading = True
-    watcher._take_over()
+    asyncio.run(watcher._take_over())
     assert sorted(requested, key=lambda r: r[0]) == [("a", {"Pod": 7, "PodClique": 2}), ("b", None)]
     watcher._nudge("c", {"Pod": 9})
     assert requested[-1] == ("c", {"Pod": 9}) and watcher._touched == {}, "the leader nudges at once"
+
+
+def test_a_standby_taking_over_leaves_alone_the_changes_the_previous_leaders_watermark_shows_delivered() -> None:
+    """Pure logic: the Lease carries the previous leader's watermark (it wrote it with its last renewal); a change
+    the standby remembers at or below it was nudged and delivered by that leader, so taking over nudges only the
+    newer ones, and those the watermark says nothing of. A watermark ahead of what the standby's cache has listed
+    is not trusted: everything is nudged."""
+    def taking_over(lease_watermark: dict[str, int]) -> list[str]:
+        watcher = Watcher(None, None, handover_window_seconds=60,  # type: ignore[arg-type]
+                          last_watermark=lambda: lease_watermark)
+        watcher.cache.versions = lambda: {"Pod": 20, "PodClique": 20}  # type: ignore[method-assign]
+        requested: list[str] = []
+        watcher.nudger.request = (  # type: ignore[method-assign]
+            lambda wid, versions=None, status_only=False: requested.append(wid))
+        watcher._nudge("delivered", {"Pod": 9, "PodClique": 3})
+        watcher._nudge("newer", {"Pod": 11})
+        watcher._nudge("other-kind", {"PodCliqueSet": 2})
+        watcher._nudge("unversioned", None)
+        watcher.leading = True
+        asyncio.run(watcher._take_over())
+        return sorted(requested)
+
+    assert taking_over({"Pod": 10, "PodClique": 10}) == ["newer", "other-kind", "unversioned"]
+    assert taking_over({"Pod": 30, "PodClique": 10}) == ["delivered", "newer", "other-kind", "unversioned"], \
+        "a watermark ahead of the cluster skips nothing"
 
 
 def _replica_object(kind: str, name: str, rv: int, *, gated: bool = False, node: str | None = None,
