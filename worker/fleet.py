@@ -44,7 +44,7 @@ NEXT_DEADLINE.set(float("nan"))
 @dataclass(frozen=True)
 class DeadlineReading:
     """Where one reading of the deadline gauges came from: replicas whose memo said, and replicas asked their status
-    (runs begun before the memo, until they next change their deadlines)."""
+    (runs begun by an earlier release, which keep no memo)."""
 
     from_memo: int
     queried: int
