@@ -36,7 +36,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
 from bench.sampling import Delta, Reading, history_kinds, history_lengths, wait_quiet
-from bench.stats import ratio, summary
+from bench.stats import median_run, ranges, ratio, summary
 from bench.workload import live_pods
 from localstack.workerproc import WorkerProcess
 
@@ -93,17 +93,14 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median time to all released (the lower of the two middle ones), with every run's figures."""
     if len(runs) == 1:
         return runs[0]
-    ordered = sorted(runs, key=lambda r: r["all_released_s"])
-    median = dict(ordered[(len(ordered) - 1) // 2])
+    median = dict(median_run(runs, "all_released_s"))
     median["product_runs"] = [
         {**{key: r[key] for key in SPREAD},
          "history_events_per_replica_p50": r["history_events_per_replica"]["p50"],
          "history_events_per_replica_mean": r["history_events_per_replica"]["mean"],
          "cpu_ms_per_replica": r["cpu_ms_per_replica"]} for r in runs]
-    median["product_spread"] = {}
-    for key in (*SPREAD, "history_events_per_replica_p50", "history_events_per_replica_mean"):
-        values = [run[key] for run in median["product_runs"]]
-        median["product_spread"][key] = {"min": min(values), "max": max(values)}
+    median["product_spread"] = ranges(median["product_runs"],
+                                      (*SPREAD, "history_events_per_replica_p50", "history_events_per_replica_mean"))
     return median
 
 

@@ -42,7 +42,7 @@ from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer, Tracked
 from bench.profile import Profiler
 from bench.sampling import current_runs, wait_quiet
-from bench.stats import summary
+from bench.stats import median_run, ranges, summary
 from bench.workload import fail_readiness, live_pods, settled_pclqs
 from grove import names
 from localstack.workerproc import WorkerProcess
@@ -70,13 +70,11 @@ SPREAD = ("all_progressed_after_kill_s", "over_floor_s", "new_worker_cpu_s")
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if len(runs) == 1:
         return runs[0]
-    ordered = sorted(runs, key=lambda r: r["all_progressed_after_kill_s"])
-    median = dict(ordered[(len(ordered) - 1) // 2])
+    median = dict(median_run(runs, "all_progressed_after_kill_s"))
     median["runs"] = [{**{key: r[key] for key in SPREAD},
                        "floor_all_progressed_s": r["floor_worker_alive"]["all_progressed_s"],
                        "floor_worker_cpu_s": r["floor_worker_alive"]["worker_cpu_s"]} for r in runs]
-    median["spread"] = {key: {"min": min(r[key] for r in median["runs"]), "max": max(r[key] for r in median["runs"])}
-                        for key in median["runs"][0]}
+    median["spread"] = ranges(median["runs"], list(median["runs"][0]))
     return median
 
 

@@ -31,6 +31,17 @@ def summary(values: Sequence[float], digits: int = 4) -> dict[str, Any]:
     }
 
 
+def median_run(runs: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Of repeated runs, the one with the median `key` (the lower of the two middle ones)."""
+    ordered = sorted(runs, key=lambda r: r[key])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def ranges(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """min and max of each of `keys` across `rows` (the spread of repeated runs)."""
+    return {key: {"min": min(row[key] for row in rows), "max": max(row[key] for row in rows)} for key in keys}
+
+
 def ratio(numerator: float | None, denominator: float | None, digits: int = 2) -> float | None:
     if numerator is None or not denominator:
         return None
