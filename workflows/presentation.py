@@ -390,6 +390,14 @@ class SearchAttributeMirror:
 DEADLINE_PHASES = (Phase.BREACHED, Phase.TERMINATING)
 
 
+def pending_deadlines(state: ReplicaState, snapshot: ReplicaSnapshot | None,
+                      evaluation: ReplicaEvaluation | None) -> tuple[DeadlineStatus, ...]:
+    """The deadlines the status query shows: those of the last round's evaluation, once the replica has a plan."""
+    if state.topology is None or snapshot is None or evaluation is None:
+        return ()
+    return deadline_statuses(evaluation)
+
+
 def deadline_memo(deadlines: tuple[DeadlineStatus, ...]) -> DeadlineMemo:
     return DeadlineMemo(count=len(deadlines), next_due=min((d.due_at for d in deadlines), default=None))
 
@@ -410,10 +418,9 @@ def replica_status(ref: ReplicaRef, state: ReplicaState, *, snapshot: ReplicaSna
                    rejected: tuple[str, ...], rollout: RolloutView | None, received: Received) -> ReplicaStatus:
     """The status query answer. `held`: the spec is invalid; `received`: the messages this run received."""
     cliques: tuple[CliqueStatus, ...] = ()
-    deadlines: tuple[DeadlineStatus, ...] = ()
     if state.topology is not None and snapshot is not None and evaluation is not None:
         cliques = clique_statuses(state.topology, snapshot, evaluation)
-        deadlines = deadline_statuses(evaluation)
+    deadlines = pending_deadlines(state, snapshot, evaluation)
     return ReplicaStatus(
         ref=ref, phase=state.phase, paused=state.paused, pause_reason=state.pause_reason,
         incarnation=state.incarnation, problems=problems, cliques=cliques, deadlines=deadlines,

@@ -775,9 +775,7 @@ class ReplicaWorkflow:
 
     def _mirror_deadlines(self, phase: Phase) -> None:
         """The deadlines the status query shows, in the memo (DEADLINE_MEMO_PATCH); written only when they change."""
-        deadlines = (presentation.deadline_statuses(self._evaluation)
-                     if self.state.topology is not None and self._snapshot is not None and self._evaluation is not None
-                     else ())
+        deadlines = presentation.pending_deadlines(self.state, self._snapshot, self._evaluation)
         current = workflow.memo_value(DEADLINE_MEMO, None, type_hint=DeadlineMemo)
         memo = presentation.deadline_memo_update(current, deadlines, phase)
         if memo is not None and self._patched(DEADLINE_MEMO_PATCH):
