@@ -6,11 +6,9 @@ Breached with no memo) is still asked its status."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
 
 import pytest
 from prometheus_client import REGISTRY
@@ -20,10 +18,10 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from grove.models import PodCliqueSet
 from grove.termination import Scope
 from localstack.temporal import TemporalDevServer
-from tests.workflows.test_replica_workflow import _EXECUTOR, ScriptedCluster, _status, _until
+from tests.e2e.harness import await_for
+from tests.workflows.test_replica_workflow import _EXECUTOR, ScriptedCluster, _pcs, _status, _until
 from worker import fleet
 from worker.history_activities import patches_in
 from workflows import contract
@@ -40,20 +38,8 @@ from workflows.replica import DEADLINE_MEMO_PATCH, ReplicaWorkflow
 
 pytestmark = pytest.mark.stack  # starts a real Temporal dev server of its own (no Kubernetes)
 
-T = TypeVar("T")
 OLDER_DUE = datetime(2099, 1, 1, tzinfo=UTC)
-
-
-def _pcs(name: str) -> PodCliqueSet:
-    return PodCliqueSet.model_validate({
-        "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
-        "metadata": {"name": name, "namespace": "ns", "uid": "uid-1"},
-        "spec": {"replicas": 1, "template": {
-            "terminationDelay": "1h",  # never due within the test
-            "cliques": [{"name": "api", "spec": {"roleName": "api", "replicas": 2, "minAvailable": 2, "podSpec": {
-                "containers": [{"name": "c", "image": "i"}]}}}],
-        }},
-    })
+NEVER_DUE = timedelta(hours=1)  # no deadline falls due within a test
 
 
 @workflow.defn(name=contract.REPLICA_WORKFLOW)
@@ -80,16 +66,15 @@ def _gauge(name: str) -> float | None:
     return REGISTRY.get_sample_value(name)
 
 
-async def _eventually(read: Callable[[], Awaitable[T]], accept: Callable[[T], bool], what: str,
-                      timeout: float = 20) -> T:
-    """Visibility is eventually consistent: read until `accept` takes the answer."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        got = await read()
-        if accept(got) or asyncio.get_running_loop().time() > deadline:
-            assert accept(got), f"{what}: last {got}"
-            return got
-        await asyncio.sleep(0.2)
+async def _reading(client: Client, scope: str, accept: Callable[[fleet.DeadlineReading], bool],
+                   what: str) -> fleet.DeadlineReading:
+    """Visibility is eventually consistent: refresh the gauges until `accept` takes the reading."""
+    async def accepted() -> fleet.DeadlineReading | None:
+        reading = await fleet.refresh(client, scope)
+        return reading if accept(reading) else None
+
+    found: fleet.DeadlineReading = await await_for(accepted, timeout=20, interval=0.2, what=what)
+    return found
 
 
 def _memo_writes(events: list) -> int:  # type: ignore[type-arg]
@@ -100,7 +85,7 @@ async def test_a_breach_keeps_its_deadline_in_the_memo_and_the_fleet_gauges_read
         dev_server: TemporalDevServer) -> None:
     client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
     scope, queue, older_queue = (f"memo-{uuid.uuid4().hex[:8]}" for _ in range(3))
-    cluster = ScriptedCluster(_pcs("memo"))
+    cluster = ScriptedCluster(_pcs("memo", NEVER_DUE))
     ref = ReplicaRef(namespace=scope, pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
     replica_worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
                             activity_executor=_EXECUTOR)
@@ -116,9 +101,9 @@ async def test_a_breach_keeps_its_deadline_in_the_memo_and_the_fleet_gauges_read
         await _until(handle, lambda s: s.phase is Phase.BREACHED and len(s.deadlines) == 1)
         due = (await _status(handle)).deadlines[0].due_at
 
-        reading = await _eventually(lambda: fleet.refresh(client, scope),
-                                    lambda r: r.from_memo == 1 and _gauge("grove_temporal_pending_deadlines") == 1,
-                                    "the Breached replica listed with its memo")
+        reading = await _reading(client, scope,
+                                 lambda r: r.from_memo == 1 and _gauge("grove_temporal_pending_deadlines") == 1,
+                                 "the Breached replica listed with its memo")
         assert reading == fleet.DeadlineReading(from_memo=1, queried=0), "nothing asked: the memo said"
         until_due = _gauge("grove_temporal_next_deadline_seconds")
         assert until_due is not None and abs(until_due - (due - datetime.now(UTC)).total_seconds()) < 5
@@ -132,8 +117,7 @@ async def test_a_breach_keeps_its_deadline_in_the_memo_and_the_fleet_gauges_read
                                             SearchAttributePair(contract.GROVE_PHASE, Phase.BREACHED.value)])
         older_handle = await client.start_workflow(OlderReplica.run, older, id=older.workflow_id,
                                                    task_queue=older_queue, search_attributes=attributes)
-        reading = await _eventually(lambda: fleet.refresh(client, scope), lambda r: r.queried == 1,
-                                    "the older run listed")
+        reading = await _reading(client, scope, lambda r: r.queried == 1, "the older run listed")
         assert reading == fleet.DeadlineReading(from_memo=1, queried=1)
         assert _gauge("grove_temporal_pending_deadlines") == 2
         assert _gauge("grove_temporal_next_deadline_seconds") == pytest.approx(until_due, abs=5), "the earlier one"
@@ -147,8 +131,8 @@ async def test_a_breach_keeps_its_deadline_in_the_memo_and_the_fleet_gauges_read
         assert await description.memo_value(contract.DEADLINE_MEMO, type_hint=DeadlineMemo) == DeadlineMemo(count=0)
         events = list((await handle.fetch_history()).events)
         assert _memo_writes(events) == 2
-        reading = await _eventually(lambda: fleet.refresh(client, scope),
-                                    lambda r: _gauge("grove_temporal_pending_deadlines") == 0, "no deadline left")
+        reading = await _reading(client, scope, lambda r: _gauge("grove_temporal_pending_deadlines") == 0,
+                                 "no deadline left")
         assert reading == fleet.DeadlineReading(from_memo=0, queried=0)
         await handle.terminate("test over")
 
@@ -156,7 +140,7 @@ async def test_a_breach_keeps_its_deadline_in_the_memo_and_the_fleet_gauges_read
 async def test_a_replica_that_never_breaches_writes_no_memo(dev_server: TemporalDevServer) -> None:
     client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
     queue = f"memo-{uuid.uuid4().hex[:8]}"
-    cluster = ScriptedCluster(_pcs("calm"))
+    cluster = ScriptedCluster(_pcs("calm", NEVER_DUE))
     ref = ReplicaRef(namespace=queue, pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
     async with Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
                       activity_executor=_EXECUTOR):

@@ -74,12 +74,12 @@ DELAY = timedelta(seconds=2)
 _EXECUTOR = ThreadPoolExecutor(max_workers=8)  # the scripted activities are synchronous, as the real ones
 
 
-def _pcs(name: str) -> PodCliqueSet:
+def _pcs(name: str, termination_delay: timedelta = DELAY) -> PodCliqueSet:
     return PodCliqueSet.model_validate({
         "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
         "metadata": {"name": name, "namespace": "ns", "uid": "uid-1"},
         "spec": {"replicas": 1, "template": {
-            "terminationDelay": f"{int(DELAY.total_seconds())}s",
+            "terminationDelay": f"{int(termination_delay.total_seconds())}s",
             "cliques": [{"name": "api", "spec": {"roleName": "api", "replicas": 2, "minAvailable": 2, "podSpec": {
                 "containers": [{"name": "c", "image": "i"}]}}}],
         }},
