@@ -52,6 +52,7 @@ from workflows.messages import (
     ReplicaInput,
     ReplicaRef,
 )
+from workflows.patches import NEWEST_INPUT_BASELINE
 from workflows.rollout_messages import PcsRef, RolloutInput
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class ReconcileActivities:
     async def _ensure_workflow(self, ref: ReplicaRef, request: PcsBatchRequest) -> None:
         await self.client.start_workflow(
             REPLICA_WORKFLOW,
-            ReplicaInput(ref=ref, safety_resync=request.replica_safety_resync),
+            ReplicaInput(ref=ref, safety_resync=request.replica_safety_resync, baseline=NEWEST_INPUT_BASELINE),
             id=ref.workflow_id,
             task_queue=request.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

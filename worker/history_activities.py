@@ -71,12 +71,15 @@ PATCH_MARKER = "core_patch"
 
 
 def patches_in(events: list[HistoryEvent]) -> set[str]:
-    """The patches the history's run took: each patch marker's id, and for the replica baseline every patch it
-    stands for (workflows/patches.py)."""
-    from workflows.replica import REPLICA_BASELINES
+    """The patches the history's run took: each patch marker's id, and for the replica baseline (a marker, or the
+    number in the run's input) every patch it stands for (workflows/patches.py)."""
+    from workflows.replica import RECORDED_BASELINES, REPLICA_BASELINES
 
     found: set[str] = set()
     for event in events:
+        if (event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+                and (number := input_baseline(event)) is not None):
+            found |= RECORDED_BASELINES.get(number, frozenset())
         marker = event.marker_recorded_event_attributes
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and marker.marker_name == PATCH_MARKER:
             found.add(str(json.loads(marker.details["patch-data"].payloads[0].data)["id"]))
@@ -84,6 +87,16 @@ def patches_in(events: list[HistoryEvent]) -> set[str]:
         if baseline in found:
             found |= covers
     return found
+
+
+def input_baseline(started: HistoryEvent) -> int | None:
+    """The patch baseline number in a replica run's input (ReplicaInput.baseline); None for any other input."""
+    payloads = started.workflow_execution_started_event_attributes.input.payloads
+    try:
+        value = json.loads(payloads[0].data).get("baseline") if payloads else None
+    except (ValueError, AttributeError):  # not a JSON object: not a replica's input
+        return None
+    return value if isinstance(value, int) else None
 
 
 def event_kinds(events: list[HistoryEvent]) -> dict[str, int]:

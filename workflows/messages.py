@@ -432,6 +432,10 @@ class ReplicaInput(Message):
                               description="continue-as-new once a run has received this many signals")
     update_limit: int = Field(default=UPDATES_PER_RUN, ge=1,
                               description="continue-as-new once a run has received this many updates")
+    baseline: int | None = Field(
+        default=None, ge=13,
+        description="the patch baseline the run is begun under (workflows/patches.py), set by whoever begins it; "
+                    "None: the run asks for patch markers, as runs begun by earlier releases did")
 
 
 class ReplicaOutcome(Message):

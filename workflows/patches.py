@@ -9,12 +9,18 @@ its history replays unchanged.
 
 Each later baseline (REPLICA_BASELINE_2_PATCH to REPLICA_BASELINE_12_PATCH) takes in the patches added since; a run
 asks the newest first, so a run begun under an earlier one replays it unchanged.
+
+From baseline 13 on, the baseline is not a marker but a number in the run's input (ReplicaInput.baseline), written by
+whoever begins the run: the reconciler's start and the run before it (continue-as-new). The input is in the run's
+first event, so a replay reads the same number, and the run records no marker and no search attribute upsert for it:
+two history events fewer in every run. A run whose input has no number asks the markers as before, so every history
+recorded before it replays unchanged.
 Pure workflow code: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from temporalio import workflow
 
@@ -30,18 +36,39 @@ REPLICA_BASELINE_9_PATCH = "replica-baseline-9"  # baseline 8, plus one-release-
 REPLICA_BASELINE_10_PATCH = "replica-baseline-10"  # baseline 9, plus mirror-with-read and handover-after-update-task
 REPLICA_BASELINE_11_PATCH = "replica-baseline-11"  # baseline 10, plus local-ensure and mirror-with-ensure
 REPLICA_BASELINE_12_PATCH = "replica-baseline-12"  # baseline 11, plus deadline-memo
+INPUT_BASELINE_13 = 13  # baseline 12, in the run's input instead of a marker
+NEWEST_INPUT_BASELINE = INPUT_BASELINE_13  # what this release writes into the runs it begins
+
+
+class NewerBaselineError(RuntimeError):
+    """The run was begun under a baseline this release does not know: by a newer release. Raised in the workflow task,
+    which fails and is retried (on a worker of that release, once one polls) rather than run under the wrong code."""
 
 
 class PatchSet:
-    """`workflow.patched`, except that in a run begun under the baseline every patch it covers is taken without a
-    marker of its own. `decide` must come first in the run, before any patch is asked."""
+    """`workflow.patched`, except that in a run begun under a baseline every patch it covers is taken without a
+    marker of its own. `decide` must come first in the run, before any patch is asked.
 
-    def __init__(self, *baselines: tuple[str, Collection[str]]) -> None:
+    `baselines`: each baseline marker and the patches it stands for, newest first; `recorded`: each baseline number a
+    run's input may carry and the patches it stands for."""
+
+    def __init__(self, *baselines: tuple[str, Collection[str]],
+                 recorded: Mapping[int, Collection[str]] | None = None) -> None:
         self._baselines = [(patch_id, frozenset(covers)) for patch_id, covers in baselines]  # newest first
+        self._recorded = {number: frozenset(covers) for number, covers in (recorded or {}).items()}
         self._covers: frozenset[str] = frozenset()
         self.baseline = False
 
-    def decide(self) -> None:
+    def decide(self, recorded: int | None = None) -> None:
+        """`recorded`: the baseline number in the run's input, None where it has none (begun by an older release,
+        or by a starter that leaves it out): then the markers decide."""
+        if recorded is not None:
+            if recorded not in self._recorded:
+                raise NewerBaselineError(
+                    f"this run was begun under patch baseline {recorded}; this worker knows baselines up to "
+                    f"{max(self._recorded, default=0)}: it is for a newer release's workers")
+            self.baseline, self._covers = True, self._recorded[recorded]
+            return
         for patch_id, covers in self._baselines:
             if workflow.patched(patch_id):
                 self.baseline, self._covers = True, covers

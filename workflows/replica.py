@@ -95,6 +95,8 @@ with workflow.unsafe.imports_passed_through():
         Nudges,
     )
     from workflows.patches import (
+        INPUT_BASELINE_13,
+        NEWEST_INPUT_BASELINE,
         REPLICA_BASELINE_2_PATCH,
         REPLICA_BASELINE_3_PATCH,
         REPLICA_BASELINE_4_PATCH,
@@ -247,6 +249,10 @@ REPLICA_BASELINE_9 = REPLICA_BASELINE_8 | {ONE_RELEASE_PATCH}
 REPLICA_BASELINE_10 = REPLICA_BASELINE_9 | {MIRROR_WITH_READ_PATCH, UPDATE_HANDOVER_PATCH}
 REPLICA_BASELINE_11 = REPLICA_BASELINE_10 | {LOCAL_ENSURE_PATCH, MIRROR_WITH_ENSURE_PATCH}
 REPLICA_BASELINE_12 = REPLICA_BASELINE_11 | {DEADLINE_MEMO_PATCH}
+# Baselines from 13 on are numbers in the run's input, not markers (workflows/patches.py). Baseline 13 takes in no
+# new patch: it is baseline 12 without the marker. The newest is what this release writes into the runs it begins.
+REPLICA_BASELINE_13 = REPLICA_BASELINE_12
+RECORDED_BASELINES = {INPUT_BASELINE_13: REPLICA_BASELINE_13}
 REPLICA_BASELINES = ((REPLICA_BASELINE_12_PATCH, REPLICA_BASELINE_12), (REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
                      (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
@@ -268,7 +274,7 @@ class ReplicaWorkflow:
         # Everything that must survive continue-as-new lives in this one object, carried whole (a field added to
         # ReplicaState is carried without touching this class).
         self.state = input.carry.model_copy(deep=True) if input.carry is not None else ReplicaState()
-        self._patched = PatchSet(*REPLICA_BASELINES)  # workflows/patches.py
+        self._patched = PatchSet(*REPLICA_BASELINES, recorded=RECORDED_BASELINES)  # workflows/patches.py
         self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
         self._nudges = Nudges()  # when to look again (workflows/nudges.py); what it carries is in self.state.nudges
         self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
@@ -302,7 +308,7 @@ class ReplicaWorkflow:
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
     async def run(self, input: ReplicaInput) -> ReplicaOutcome:
-        self._patched.decide()  # first: in a run under the baseline, no other patch records a marker
+        self._patched.decide(input.baseline)  # first: in a run under a baseline, no other patch records a marker
         self._nudges.decide_timed(self._patched)
         # What the previous run was nudged about and had not read (empty for a first run, or one begun by a release
         # that carried nothing): an activity input and a carried field, no command of a recorded run changes.
@@ -849,7 +855,9 @@ class ReplicaWorkflow:
             # had already seen change (a breach just healed: a new breach clock and Event for nothing).
             nudges = nudges.model_copy(update={"fresh": True})
         carry = self.state.model_copy(deep=True, update={"runs": self.state.runs + 1, "nudges": nudges})
-        return self.input.model_copy(update={"carry": carry})
+        # The next run is begun by this release: under its newest baseline, whatever this run was begun under. (A
+        # replay does not compare the input of a recorded continue-as-new, so a run begun earlier replays unchanged.)
+        return self.input.model_copy(update={"carry": carry, "baseline": NEWEST_INPUT_BASELINE})
 
     # --- messages ----------------------------------------------------------------------------------------------------
     @workflow.signal(name=NUDGE_SIGNAL)
