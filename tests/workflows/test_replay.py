@@ -31,7 +31,7 @@ from workflows.contract import (
     ROLLOUT_TURN_SIGNAL,
     ROLLOUT_WORKFLOW,
 )
-from workflows.patches import NEWEST_INPUT_BASELINE, REPLICA_BASELINE_12_PATCH
+from workflows.patches import NEWEST_INPUT_BASELINE
 from workflows.replica import UPDATE_HANDOVER_PATCH, ReplicaWorkflow
 from workflows.signals import QUIET_HANDOVER_PATCH
 
@@ -105,8 +105,6 @@ COVERAGE: dict[str, Callable[[WorkflowHistory], bool]] = {
     "a termination found healed, then a new breach's": lambda h: _terminations_found_healed(h) > 0
     and len(_terminations(h)) > 1,
     "deadlines kept in the memo": lambda h: any(map(_has("workflow_properties_modified_event_attributes"), h.events)),
-    "a replica run under a baseline marker": lambda h: _workflow_type(h) == REPLICA_WORKFLOW
-    and REPLICA_BASELINE_12_PATCH in patches_in(list(h.events)) and input_baseline(h.events[0]) is None,
     "a replica run under the baseline in its input": lambda h: input_baseline(h.events[0]) == NEWEST_INPUT_BASELINE,
 }
 

@@ -17,6 +17,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from tests.histories import FIXTURES, load, replayer
 from workflows.contract import LOCAL_ACTIVITIES_PATCH
+from workflows.patches import NEWEST_INPUT_BASELINE
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import (
     BREACH_EVENTS_PATCH,
@@ -156,3 +157,22 @@ async def test_a_termination_scheduled_before_the_recheck_replays_with_one(
     result = await replayer(sandboxed=False).replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
     assert scheduled and all(getattr(request, "recheck", None) is not None for request in scheduled), scheduled
+
+
+async def test_a_run_begun_under_a_marker_hands_over_under_the_input_baseline_and_replays(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why writing the baseline number into the next run's input needs no patch: a run begun under the markers
+    (baseline 1 here) continues as new with today's input, which carries the number, and a replay does not compare
+    the input of a continue-as-new, so its history replays. This test fails if that stops being so."""
+    handed: list[object] = []
+    real = workflow.continue_as_new
+
+    def recording(*args: object, **kwargs: object) -> object:
+        handed.append(args[0] if args else kwargs.get("arg"))
+        return real(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(workflow, "continue_as_new", recording)
+    history = load(FIXTURES / "compat" / "baseline-1-85e0380-can_run_ends_in_continue_as_new.json")
+    result = await replayer(sandboxed=False).replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+    assert handed and all(getattr(given, "baseline", None) == NEWEST_INPUT_BASELINE for given in handed), handed
