@@ -5,31 +5,18 @@ number this release does not know fails the workflow task, not the workflow. Aga
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
 
-from localstack.temporal import TemporalDevServer
 from tests.e2e.harness import await_for
 from tests.histories import replayer
-from tests.workflows.test_replica_workflow import _EXECUTOR, ScriptedCluster, _pcs, _until
-from worker.history_activities import patches_in
-from workflows.messages import Phase, ReplicaInput, ReplicaRef
+from tests.workflows.test_replica_workflow import ScriptedCluster, _pcs, _run, _until
+from worker.history_activities import PATCH_MARKER, patches_in
+from workflows.messages import Phase, ReplicaInput
 from workflows.patches import NEWEST_INPUT_BASELINE
-from workflows.replica import REPLICA_BASELINE_13, ReplicaWorkflow
+from workflows.replica import REPLICA_BASELINE_13
 
-PATCH_MARKER = "core_patch"
 CHANGE_VERSION = "TemporalChangeVersion"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def client(dev_server: TemporalDevServer) -> AsyncIterator[Client]:
-    yield await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
 
 
 def _patch_markers(history: WorkflowHistory) -> int:
@@ -43,22 +30,12 @@ def _change_version_upserts(history: WorkflowHistory) -> int:
                .indexed_fields)
 
 
-def _started(client: Client, cluster: ScriptedCluster) -> tuple[Worker, ReplicaRef, str]:
-    queue = f"ib-{uuid.uuid4().hex[:8]}"
-    worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
-                    activity_executor=_EXECUTOR)
-    ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
-    return worker, ref, queue
-
-
 async def test_a_run_begun_under_the_input_baseline_records_no_patch_marker_and_replays(client: Client) -> None:
     cluster = ScriptedCluster(_pcs("unmarked"))
-    worker, ref, queue = _started(client, cluster)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, baseline=NEWEST_INPUT_BASELINE),
-                                         id=ref.workflow_id, task_queue=queue)
+    worker, handle = await _run(client, cluster, baseline=NEWEST_INPUT_BASELINE)
     async with worker:
         await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
-        history = await client.get_workflow_handle(ref.workflow_id, run_id=handle.result_run_id).fetch_history()
+        history = await client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
     assert _patch_markers(history) == 0, "no marker of its own for the baseline or any patch it covers"
     assert _change_version_upserts(history) == 0
     assert patches_in(list(history.events)) >= REPLICA_BASELINE_13, "every patch of the baseline, read from the input"
@@ -70,17 +47,15 @@ async def test_a_run_begun_without_a_number_keeps_its_marker_and_hands_over_unde
     """As runs begun by an earlier release's reconciler: the baseline marker decides, and replays as before; the run
     it continues as is begun by this release, under its newest baseline."""
     cluster = ScriptedCluster(_pcs("marked"))
-    worker, ref, queue = _started(client, cluster)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, history_event_limit=1),
-                                         id=ref.workflow_id, task_queue=queue)
+    worker, handle = await _run(client, cluster, history_event_limit=1)
     async with worker:
         await _until(handle, lambda s: s.runs >= 2)
         await handle.terminate("test over")
-    first = await client.get_workflow_handle(ref.workflow_id, run_id=handle.result_run_id).fetch_history()
+    first = await client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
     assert _patch_markers(first) == 1 and _change_version_upserts(first) == 1, "the baseline marker, as before"
     last = first.events[-1].workflow_execution_continued_as_new_event_attributes
     assert last.new_execution_run_id, "the first run handed over"
-    second = await client.get_workflow_handle(ref.workflow_id, run_id=last.new_execution_run_id).fetch_history()
+    second = await client.get_workflow_handle(handle.id, run_id=last.new_execution_run_id).fetch_history()
     begun = second.events[0].workflow_execution_started_event_attributes.input.payloads[0]
     assert ReplicaInput.model_validate_json(begun.data).baseline == NEWEST_INPUT_BASELINE
     assert _patch_markers(second) == 0 and _change_version_upserts(second) == 0
@@ -92,9 +67,7 @@ async def test_a_baseline_from_a_newer_release_fails_the_workflow_task_not_the_w
     """A run begun by a newer release's reconciler, met by this release's worker in a rolling upgrade: its workflow
     task fails, saying why, and is retried (by a newer worker once one polls); nothing runs under the wrong code."""
     cluster = ScriptedCluster(_pcs("newer"))
-    worker, ref, queue = _started(client, cluster)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, baseline=NEWEST_INPUT_BASELINE + 1),
-                                         id=ref.workflow_id, task_queue=queue)
+    worker, handle = await _run(client, cluster, baseline=NEWEST_INPUT_BASELINE + 1)
 
     async def failed_task() -> str | None:
         async for event in handle.fetch_history_events():

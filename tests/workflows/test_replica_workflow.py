@@ -8,12 +8,11 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio import activity
 from temporalio.client import (
     Client,
@@ -190,18 +189,16 @@ class ScriptedCluster:
         return ReleaseResult(released=tuple(request.pods))
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def client(dev_server: TemporalDevServer) -> AsyncIterator[Client]:
-    yield await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
-
-
 async def _run(client: Client, cluster: ScriptedCluster, safety_resync: timedelta = timedelta(hours=6),
-               task_timeout: timedelta | None = None) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
+               task_timeout: timedelta | None = None,
+               **fields: Any) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
+    """A worker for `cluster` (not yet running) and a replica workflow started on its queue; `fields`: more of
+    ReplicaInput's."""
     queue = f"mt-{uuid.uuid4().hex[:8]}"
     worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow], activities=cluster.activities(),
                     activity_executor=_EXECUTOR)
     ref = ReplicaRef(namespace="ns", pcs=cluster.topology.pcs, pcs_uid=uuid.uuid4().hex, replica=0)
-    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=safety_resync),
+    handle = await client.start_workflow(ReplicaWorkflow.run, ReplicaInput(ref=ref, safety_resync=safety_resync, **fields),
                                          id=ref.workflow_id, task_queue=queue, task_timeout=task_timeout)
     return worker, handle
 

@@ -10,13 +10,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from grove.models import PodCliqueSet
-from tests.workflows.test_replica_workflow import (  # noqa: F401 (client is a fixture)
-    ScriptedCluster,
-    _run,
-    _status,
-    _until,
-    client,
-)
+from tests.workflows.test_replica_workflow import ScriptedCluster, _run, _status, _until
 from workflows import contract
 from workflows.messages import (
     CliqueState,
