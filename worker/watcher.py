@@ -516,6 +516,12 @@ class Watcher:
         first = listed and not relisted and self._first_list is not None and kind != "DELETED"
         versions = _versions_of(feed.resource, obj) if first or not listed else None
         if feed is self.pcs_feed:
+            if kind == "ADDED" and not listed and previous is None:
+                # Created while this process watched: its uid is in every replica workflow's id, so none runs until
+                # the reconciler starts it, and one it starts reads the PodCliqueSet itself. Nudges would each find
+                # no workflow and tell the reconciler what it is told here (B3: a failed signal per replica).
+                self.tell_reconciler(key)
+                return
             self._pcs_changed(key, obj, previous[1] if previous else None, versions, self._hold if first else None,
                               tell=not (first and _reconciled(obj)))
             return

@@ -387,6 +387,32 @@ def test_the_workflows_own_steps_wake_nobody_and_everything_else_does() -> None:
     assert nudged == [None]
 
 
+def test_a_podcliqueset_created_while_watched_tells_the_reconciler_and_nudges_no_replica() -> None:
+    """Pure logic: a PCS a watch event shows created has no replica workflow yet (its uid is in their ids): the
+    reconciler is told, and no nudge goes to a workflow that cannot exist. Its later changes nudge its replicas, and
+    so does a PCS a relist finds new (workflows of it may have started while the watch was down)."""
+    watcher = Watcher(None, None)  # type: ignore[arg-type]
+    watcher.leading = True
+    nudged: list[str] = []
+    watcher.nudger.request = (  # type: ignore[method-assign]
+        lambda wid, versions=None, status_only=False: nudged.append(wid))
+
+    def pcs(name: str, replicas: int, rv: int) -> dict[str, Any]:
+        return {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}",
+                                                     "generation": replicas, "resourceVersion": str(rv)},
+                "spec": {"replicas": replicas}}
+
+    watcher._on_event(watcher.pcs_feed, "ADDED", pcs("p", 2, 1))
+    assert watcher._pending_pcs == {("ns", "p")} and nudged == []
+
+    watcher._on_event(watcher.pcs_feed, "MODIFIED", pcs("p", 3, 2))  # scaled out
+    assert nudged == [ReplicaKey("ns", "p", "uid-p", i).workflow_id for i in (0, 1, 0, 1, 2)]
+
+    nudged.clear()
+    watcher._on_event(watcher.pcs_feed, "ADDED", pcs("q", 1, 5), "9", True)  # found by a later list
+    assert nudged == [ReplicaKey("ns", "q", "uid-q", 0).workflow_id]
+
+
 def test_a_first_list_nudges_whole_replicas_with_their_items_versions_and_the_rest_for_a_fresh_read() -> None:
     """Pure logic: a process that remembers nothing cannot see what was deleted while it was away, so the items of
     its first lists are held until every kind is listed; then a replica the cache shows whole is nudged with its
