@@ -502,6 +502,8 @@ class ReplicaStatus(Message):
     nudges: int = Field(default=0, description="nudge signals received by this run")
     signals: int = Field(default=0, description="signals (nudges included) received by this run")
     updates: int = Field(default=0, description="updates received by this run")
+    history_events_counted: int = Field(
+        default=0, description="this run's history length as the run counts it, to decide a hand-over by")
     nudges_total: int = Field(default=0, description="nudges received by all runs")
     scheduler_backend: str | None = Field(default=None, description="kube, kai or none, as last observed")
 

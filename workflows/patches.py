@@ -37,7 +37,8 @@ REPLICA_BASELINE_10_PATCH = "replica-baseline-10"  # baseline 9, plus mirror-wit
 REPLICA_BASELINE_11_PATCH = "replica-baseline-11"  # baseline 10, plus local-ensure and mirror-with-ensure
 REPLICA_BASELINE_12_PATCH = "replica-baseline-12"  # baseline 11, plus deadline-memo
 INPUT_BASELINE_13 = 13  # baseline 12, in the run's input instead of a marker
-NEWEST_INPUT_BASELINE = INPUT_BASELINE_13  # what this release writes into the runs it begins
+INPUT_BASELINE_14 = 14  # baseline 13, plus hand-overs decided on a replay-safe history length
+NEWEST_INPUT_BASELINE = INPUT_BASELINE_14  # what this release writes into the runs it begins
 
 
 class NewerBaselineError(RuntimeError):
@@ -73,6 +74,11 @@ class PatchSet:
             if workflow.patched(patch_id):
                 self.baseline, self._covers = True, covers
                 return
+
+    def covers(self, rule: str) -> bool:
+        """Whether the run's baseline takes in `rule`, asking nothing and recording nothing: for a change that must
+        not be asked as a patch where it applies (its condition is not the same in every replay)."""
+        return self.baseline and rule in self._covers
 
     def __call__(self, patch_id: str) -> bool:
         if self.baseline and patch_id in self._covers:

@@ -415,7 +415,8 @@ def deadline_memo_update(current: DeadlineMemo | None, deadlines: tuple[Deadline
 def replica_status(ref: ReplicaRef, state: ReplicaState, *, snapshot: ReplicaSnapshot | None,
                    evaluation: ReplicaEvaluation | None, gates: GateDecision | None,
                    startup: StartupDecision | None, problems: tuple[str, ...], held: bool,
-                   rejected: tuple[str, ...], rollout: RolloutView | None, received: Received) -> ReplicaStatus:
+                   rejected: tuple[str, ...], rollout: RolloutView | None, received: Received,
+                   counted: int = 0) -> ReplicaStatus:
     """The status query answer. `held`: the spec is invalid; `received`: the messages this run received."""
     cliques: tuple[CliqueStatus, ...] = ()
     if state.topology is not None and snapshot is not None and evaluation is not None:
@@ -433,6 +434,7 @@ def replica_status(ref: ReplicaRef, state: ReplicaState, *, snapshot: ReplicaSna
         startup=startup_lines(startup, snapshot, state.topology),
         rollout=rollout,
         nudges=received.nudges, signals=received.signals, updates=received.updates,
+        history_events_counted=counted,
         nudges_total=state.nudges_total,
         scheduler_backend=snapshot.scheduler_backend if snapshot else None,
     )

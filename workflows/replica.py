@@ -96,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.patches import (
         INPUT_BASELINE_13,
+        INPUT_BASELINE_14,
         NEWEST_INPUT_BASELINE,
         REPLICA_BASELINE_2_PATCH,
         REPLICA_BASELINE_3_PATCH,
@@ -114,8 +115,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.replica_rollout import ROLLOUT_PATCH, ReplicaRollout
     from workflows.rollout_messages import RolloutTurn
     from workflows.signals import (
+        COUNTED_EVENTS_RULE,
+        EVENTS_PER_ACTIVITY,
+        EVENTS_PER_LOCAL_ACTIVITY,
+        EVENTS_PER_SIGNAL,
+        EVENTS_PER_TIMER_CANCELED,
+        EVENTS_PER_TIMER_FIRED,
+        EVENTS_PER_TIMER_STARTED,
+        EVENTS_PER_UPDATE,
+        EVENTS_PER_UPSERT,
         HISTORY_CAP_PATCH,
         SIGNAL_BUDGET_PATCH,
+        EventTally,
         Received,
         history_calls_for_handover,
         quiet_calls_for_handover,
@@ -252,7 +263,9 @@ REPLICA_BASELINE_12 = REPLICA_BASELINE_11 | {DEADLINE_MEMO_PATCH}
 # Baselines from 13 on are numbers in the run's input, not markers (workflows/patches.py). Baseline 13 takes in no
 # new patch: it is baseline 12 without the marker. The newest is what this release writes into the runs it begins.
 REPLICA_BASELINE_13 = REPLICA_BASELINE_12
-RECORDED_BASELINES = {INPUT_BASELINE_13: REPLICA_BASELINE_13}
+# Baseline 14 takes in a rule, not a patch: hand-overs judged on the history length the run counts (workflows/signals.py).
+REPLICA_BASELINE_14 = REPLICA_BASELINE_13 | {COUNTED_EVENTS_RULE}
+RECORDED_BASELINES = {INPUT_BASELINE_13: REPLICA_BASELINE_13, INPUT_BASELINE_14: REPLICA_BASELINE_14}
 REPLICA_BASELINES = ((REPLICA_BASELINE_12_PATCH, REPLICA_BASELINE_12), (REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
                      (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
@@ -298,6 +311,8 @@ class ReplicaWorkflow:
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
         self._stable_time = False  # decided once per run, by DECISION_TIME_PATCH
         self._decision_time: datetime | None = None  # workflow time as of the last replay-safe point (see the patch)
+        self._tally = EventTally()  # this run's history length as it counts it (COUNTED_EVENTS_RULE)
+        self._updates_judged = 0  # updates taken before the last check for a hand-over (COUNTED_EVENTS_RULE)
         self._one_safety_timer = False  # decided once per run, by ONE_SAFETY_TIMER_PATCH
         self._timer_judged = False  # decided once per run, by TIMER_JUDGED_PATCH
         self._read_time_floor = False  # decided once per run, by READ_TIME_FLOOR_PATCH
@@ -326,7 +341,7 @@ class ReplicaWorkflow:
         self._read_mirrors = (self._stable_time and self._timer_judged and self._read_time_floor
                               and self._patched(MIRROR_WITH_READ_PATCH))
         self._ensure_mirrors = self._read_mirrors and self._local_ensure and self._patched(MIRROR_WITH_ENSURE_PATCH)
-        self._decision_time = workflow.now()
+        self._at_replay_safe_point()
         while True:
             reason = self._handover_reason()
             if reason is not None and not self._rounds_begun and self._patched(ROUND_BEFORE_HANDOVER_PATCH):
@@ -344,15 +359,19 @@ class ReplicaWorkflow:
                     return workflow.all_handlers_finished() or self._controls.queued()
 
                 await workflow.wait_condition(settled)
-                while (not self._controls.queued() and self._update_task == workflow.info().get_current_history_length()
+                while (not self._controls.queued() and self._took_update_this_task()
                        and self._patched(UPDATE_HANDOVER_PATCH)):
+                    self._updates_judged = self._received.updates
+                    self._tally.add(EVENTS_PER_TIMER_STARTED)
                     await workflow.sleep(HANDOVER_AFTER_UPDATE, summary="hand over after the task that took an update")
+                    self._tally.add(EVENTS_PER_TIMER_FIRED)
                     await workflow.wait_condition(settled)
                 if not self._controls.queued():
                     workflow.continue_as_new(self._next_input())
             self._nudges.look_again = False
             self._retry_after = None
             self._rounds_begun += 1
+            self._updates_judged = self._received.updates
             try:
                 outcome = await self._round()
             except _Failed:
@@ -537,15 +556,27 @@ class ReplicaWorkflow:
             return self._nudges.due() or self._controls.queued()
 
         blocked = not woken()
+        if blocked and timeout is not None:
+            self._tally.add(EVENTS_PER_TIMER_STARTED)
         try:
             await workflow.wait_condition(woken, timeout=timeout, timeout_summary=summary)
+            if blocked and timeout is not None:
+                self._tally.add(EVENTS_PER_TIMER_CANCELED)
         except TimeoutError:
+            self._tally.add(EVENTS_PER_TIMER_FIRED)
             if fires_for is not None and self._timer_judged:  # the timer fired: an event, the same in every replay
                 self._fired(*fires_for)
         if blocked:  # woken by a new workflow task (a timer, a signal, an update): its time is in the history
-            self._decision_time = workflow.now()
+            self._at_replay_safe_point()
         if self._safety_fired:  # this round is the resync; the next wait starts the next timer
             self._safety_fired, self._safety_timer = False, None
+
+    def _at_replay_safe_point(self) -> None:
+        """Where a workflow task began for an event (the run's first, a timer, a signal, an update, an activity's
+        result): its time is in the history. Not after a local activity, whose result may come in a following task
+        with no event of its own. (Nor, strictly, before one that outlasts its task: a replay runs the heartbeat
+        tasks that follow as one, at the time of the last; see COUNTED_EVENTS_RULE in workflows/signals.py.)"""
+        self._decision_time = workflow.now()
 
     def _fired(self, kind: str, due: datetime) -> None:
         if kind == "deadline":
@@ -559,7 +590,9 @@ class ReplicaWorkflow:
             return
 
         async def resync() -> None:
+            self._tally.add(EVENTS_PER_TIMER_STARTED)
             await workflow.sleep(self.input.safety_resync, summary="safety resync")
+            self._tally.add(EVENTS_PER_TIMER_FIRED)
             self._safety_fired = True
 
         self._safety_timer = asyncio.create_task(resync())
@@ -777,6 +810,7 @@ class ReplicaWorkflow:
         updates = self._search.updates(phase, self.state.paused)
         if updates:
             workflow.upsert_search_attributes(updates)
+            self._tally.add(EVENTS_PER_UPSERT)
         self._mirror_deadlines(phase)
 
     def _mirror_deadlines(self, phase: Phase) -> None:
@@ -786,6 +820,7 @@ class ReplicaWorkflow:
         memo = presentation.deadline_memo_update(current, deadlines, phase)
         if memo is not None and self._patched(DEADLINE_MEMO_PATCH):
             workflow.upsert_memo({DEADLINE_MEMO: memo})
+            self._tally.add(EVENTS_PER_UPSERT)
 
     def _render(self) -> None:
         status = self.status()
@@ -807,15 +842,17 @@ class ReplicaWorkflow:
             if ((self._local_activities and name in LOCAL_ACTIVITIES)
                     or (self._local_releases and name in LOCAL_RELEASES)
                     or (self._local_ensure and name in LOCAL_ENSURES)):
+                self._tally.add(EVENTS_PER_LOCAL_ACTIVITY)
                 return await workflow.execute_local_activity(
                     name, arg, result_type=result_type, start_to_close_timeout=LOCAL_ACTIVITY_TIMEOUT,
                     retry_policy=ACTIVITY_RETRY, local_retry_threshold=LOCAL_RETRY_THRESHOLD, summary=summary[:200],
                 )
+            self._tally.add(EVENTS_PER_ACTIVITY)
             result = await workflow.execute_activity(
                 name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
                 heartbeat_timeout=self._heartbeat_timeout, retry_policy=ACTIVITY_RETRY, summary=summary[:200],
             )
-            self._decision_time = workflow.now()  # a new workflow task delivered the result: replay-safe
+            self._at_replay_safe_point()  # a new workflow task delivered the result
             return result
         except ActivityError as err:
             cause = err.cause
@@ -829,13 +866,23 @@ class ReplicaWorkflow:
     # --- continue-as-new -------------------------------------------------------------------------------------------
     def _handover_reason(self) -> str | None:
         """Why this run should continue-as-new now, or None."""
-        reason = history_calls_for_handover(self.input.history_event_limit, self._patched)
+        # Runs of baseline 14 on judge by the length they count (COUNTED_EVENTS_RULE).
+        length = self._tally.events if self._patched.covers(COUNTED_EVENTS_RULE) else None
+        reason = history_calls_for_handover(self.input.history_event_limit, self._patched, length)
         if reason is not None:
             return reason
         spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
         if spent is not None and self._patched(SIGNAL_BUDGET_PATCH):
             return spent
-        return quiet_calls_for_handover(self._quiet, self._patched)
+        return quiet_calls_for_handover(self._quiet, self._patched, length)
+
+    def _took_update_this_task(self) -> bool:
+        """Whether an update was accepted in the task that would hand over. Runs of baseline 14 on count the updates
+        taken since the last round began or the last wait for a hand-over (COUNTED_EVENTS_RULE): which task took one
+        is not the same in every replay, so at worst they wait one short timer more than they need."""
+        if self._patched.covers(COUNTED_EVENTS_RULE):
+            return self._received.updates > self._updates_judged
+        return self._update_task == workflow.info().get_current_history_length()
 
     def _quiet(self) -> bool:
         """Nothing in flight: the last round found the replica Available with no deadline pending, no rolling-update
@@ -865,28 +912,33 @@ class ReplicaWorkflow:
         """Something this replica cares about changed in Kubernetes: look again, unless an observation that began
         after the nudge was sent has already looked (then it saw the change)."""
         self._received.signal(nudge=True)
+        self._tally.add(EVENTS_PER_SIGNAL)
         self.state.nudges_total += 1
         self._nudges.received(nudge)
 
     @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
     def rollout_turn(self, turn: RolloutTurn) -> None:
         """The rollout workflow grants (or changes, or revokes) this replica's turn of a rolling update."""
+        self._tally.add(EVENTS_PER_SIGNAL)
         if self._rollout.grant(turn):
             self._nudges.look_again = True
 
     @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
         self._received.signal()
+        self._tally.add(EVENTS_PER_SIGNAL)
         self._pause(request or PauseRequest())
 
     @workflow.signal(name=RESUME)
     def resume(self) -> None:
         self._received.signal()
+        self._tally.add(EVENTS_PER_SIGNAL)
         self._resume()
 
     @workflow.signal(name=FORCE_TERMINATE)
     def force_terminate(self, request: ForceTerminateRequest) -> None:
         self._received.signal()
+        self._tally.add(EVENTS_PER_SIGNAL)
         try:
             controls.validate_force(self.ref, self.state.topology, request)
         except ValueError as err:
@@ -896,6 +948,7 @@ class ReplicaWorkflow:
 
     def _took_update(self) -> None:
         self._received.update()
+        self._tally.add(EVENTS_PER_UPDATE)
         self._update_task = workflow.info().get_current_history_length()  # the same in every replay (UPDATE_HANDOVER_PATCH)
 
     @workflow.update(name=PAUSE)
@@ -924,7 +977,7 @@ class ReplicaWorkflow:
         return presentation.replica_status(
             self.ref, self.state, snapshot=self._snapshot, evaluation=self._evaluation, gates=self._gates,
             startup=self._startup, problems=self._problems, held=self._held, rejected=tuple(self._controls.rejected),
-            rollout=self._rollout.view(), received=self._received,
+            rollout=self._rollout.view(), received=self._received, counted=self._tally.events,
         )
 
     # --- pause and resume: the durable part is in workflows/controls.py; here the phase and UI follow ----------------

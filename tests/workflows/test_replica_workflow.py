@@ -762,6 +762,74 @@ async def test_a_deadline_passing_while_a_local_activity_outlasts_its_task_repla
     assert result.replay_failure is None, result.replay_failure
 
 
+async def test_a_hand_over_after_a_local_activity_that_outlasts_its_task_replays(
+        dev_server: TemporalDevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault run seed 4 (tests/fixtures/incidents/README.md): a closed run no longer replayed because its quiet
+    hand-over was judged on the history length the workflow task reported, and a local activity that outlasts its task
+    moves task boundaries between the first execution and a replay. Here the round's read outlasts its 2 s task (a
+    heartbeat task follows) and the threshold is crossed by that round: the run hands over in the first execution and
+    its replay agrees, because it judges by the length it counts (COUNTED_EVENTS_RULE)."""
+    from workflows import signals
+    client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter,
+                                  interceptors=[NudgeVersionsInterceptor()])
+    cluster = ScriptedCluster(_pcs("slowquiet"))
+    worker, handle = await _run(client, cluster, task_timeout=timedelta(seconds=2))
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        await asyncio.sleep(1)
+        first = _first_run(client, handle)
+        counted = (await _status(handle)).history_events_counted
+        # The nudge's own events (EVENTS_PER_SIGNAL) do not cross it; the round's local activities do.
+        monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", counted + signals.EVENTS_PER_SIGNAL)
+        cluster.cache_delay = 2.5  # outlasts the 2 s task: the SDK heartbeats after about 1.6 s
+        with nudge_versions.sending({"Pod": 100}):  # a versioned nudge: the round reads the cache, locally
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+        await _until(handle, lambda s: s.runs == 2)
+        cluster.cache_delay = 0.0
+        history = await first.fetch_history()
+        await handle.terminate("test over")
+    assert _heartbeat_tasks(history) >= 1, "the read did not outlast its workflow task: the test proves nothing"
+    assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    assert signals.QUIET_HANDOVER_PATCH in patches_in(list(history.events))
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_the_counted_history_length_stays_near_the_real_one(
+        dev_server: TemporalDevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand-overs are judged on the length a run counts (COUNTED_EVENTS_RULE): through a rollout-free life of nudged
+    rounds, some reading the apiserver and some the cache, a breach and its healing, the count stays within a quarter
+    of the history Temporal holds, so QUIET_HISTORY_EVENTS and history_event_limit keep their meaning."""
+    client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter,
+                                  interceptors=[NudgeVersionsInterceptor()])
+    cluster = ScriptedCluster(_pcs("counted"))
+    version = iter(range(100, 10_000))
+    worker, handle = await _run(client, cluster)
+    compared: list[tuple[int, int]] = []
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        first = _first_run(client, handle)
+        for step in range(12):
+            if step == 4:
+                cluster.ready = 1
+            if step == 7:
+                cluster.ready = 2
+            if step % 3:
+                with nudge_versions.sending({"Pod": next(version)}):
+                    await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+            else:
+                await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+            await asyncio.sleep(0.5)
+            status = await _status(handle)
+            if status.runs > 1:
+                break
+            compared.append((status.history_events_counted, len((await first.fetch_history()).events)))
+        await handle.terminate("test over")
+    assert len(compared) >= 6, compared
+    for counted, real in compared:
+        assert abs(counted - real) <= max(6, real // 4), compared
+
+
 async def test_a_round_goes_on_with_the_plan_materialising_read_when_the_spec_changed_between_the_reads(
         client: Client) -> None:
     """The round's read plans a PodClique more than materialising's own read a moment later (an HPA scaled back in
