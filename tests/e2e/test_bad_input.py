@@ -98,10 +98,12 @@ async def test_bad_controls_change_nothing(cluster: Cluster, worker_process: Wor
 
     after = await await_for(lambda: _rejected(status), timeout=20, what="the signal's rejection recorded")
     assert any("nosuch" in r for r in after.rejected)
-    # The per-run message counters (signal budget) count refused messages too; everything else is unchanged.
-    counters = {"observed_at", "rejected", "nudges", "signals", "updates", "nudges_total"}
+    # The per-run message counters (signal budget) and the history length the run counts take in refused messages
+    # too (a refused signal is still an event in the history); everything else is unchanged.
+    counters = {"observed_at", "rejected", "nudges", "signals", "updates", "nudges_total", "history_events_counted"}
     assert after.model_dump(exclude=counters) == {k: v for k, v in state_before.items() if k not in counters}
     assert after.signals > before_signals, "the refused signals were received (and counted)"
+    assert after.history_events_counted > before.history_events_counted
     assert _objects(cluster) == objects_before
     assert (await handle.describe()).status.name == "RUNNING"
 
