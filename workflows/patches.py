@@ -37,7 +37,7 @@ REPLICA_BASELINE_10_PATCH = "replica-baseline-10"  # baseline 9, plus mirror-wit
 REPLICA_BASELINE_11_PATCH = "replica-baseline-11"  # baseline 10, plus local-ensure and mirror-with-ensure
 REPLICA_BASELINE_12_PATCH = "replica-baseline-12"  # baseline 11, plus deadline-memo
 INPUT_BASELINE_13 = 13  # baseline 12, in the run's input instead of a marker
-INPUT_BASELINE_14 = 14  # baseline 13, plus hand-overs decided on a replay-safe history length
+INPUT_BASELINE_14 = 14  # baseline 13, plus hand-overs judged on the history length a run counts
 NEWEST_INPUT_BASELINE = INPUT_BASELINE_14  # what this release writes into the runs it begins
 
 

@@ -416,8 +416,9 @@ def replica_status(ref: ReplicaRef, state: ReplicaState, *, snapshot: ReplicaSna
                    evaluation: ReplicaEvaluation | None, gates: GateDecision | None,
                    startup: StartupDecision | None, problems: tuple[str, ...], held: bool,
                    rejected: tuple[str, ...], rollout: RolloutView | None, received: Received,
-                   counted: int = 0) -> ReplicaStatus:
-    """The status query answer. `held`: the spec is invalid; `received`: the messages this run received."""
+                   counted: int) -> ReplicaStatus:
+    """The status query answer. `held`: the spec is invalid; `received`: the messages this run received;
+    `counted`: its history length as it counts it."""
     cliques: tuple[CliqueStatus, ...] = ()
     if state.topology is not None and snapshot is not None and evaluation is not None:
         cliques = clique_statuses(state.topology, snapshot, evaluation)

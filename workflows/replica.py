@@ -310,7 +310,10 @@ class ReplicaWorkflow:
         self._update_task = -1  # the history length at the start of the last workflow task that took an update
         self._fresh_next = False  # the next round reads the apiserver: a destructive decision waits on it
         self._stable_time = False  # decided once per run, by DECISION_TIME_PATCH
-        self._decision_time: datetime | None = None  # workflow time as of the last replay-safe point (see the patch)
+        # Workflow time as of the last replay-safe point (see the patch). Not strictly safe where the task then runs a
+        # local activity that outlasts it: a replay runs the heartbeat tasks that follow as one, at the time of the
+        # last (COUNTED_EVENTS_RULE in workflows/signals.py).
+        self._decision_time: datetime | None = None
         self._tally = EventTally()  # this run's history length as it counts it (COUNTED_EVENTS_RULE)
         self._updates_judged = 0  # updates taken before the last check for a hand-over (COUNTED_EVENTS_RULE)
         self._one_safety_timer = False  # decided once per run, by ONE_SAFETY_TIMER_PATCH
@@ -341,7 +344,7 @@ class ReplicaWorkflow:
         self._read_mirrors = (self._stable_time and self._timer_judged and self._read_time_floor
                               and self._patched(MIRROR_WITH_READ_PATCH))
         self._ensure_mirrors = self._read_mirrors and self._local_ensure and self._patched(MIRROR_WITH_ENSURE_PATCH)
-        self._at_replay_safe_point()
+        self._decision_time = workflow.now()
         while True:
             reason = self._handover_reason()
             if reason is not None and not self._rounds_begun and self._patched(ROUND_BEFORE_HANDOVER_PATCH):
@@ -567,16 +570,9 @@ class ReplicaWorkflow:
             if fires_for is not None and self._timer_judged:  # the timer fired: an event, the same in every replay
                 self._fired(*fires_for)
         if blocked:  # woken by a new workflow task (a timer, a signal, an update): its time is in the history
-            self._at_replay_safe_point()
+            self._decision_time = workflow.now()
         if self._safety_fired:  # this round is the resync; the next wait starts the next timer
             self._safety_fired, self._safety_timer = False, None
-
-    def _at_replay_safe_point(self) -> None:
-        """Where a workflow task began for an event (the run's first, a timer, a signal, an update, an activity's
-        result): its time is in the history. Not after a local activity, whose result may come in a following task
-        with no event of its own. (Nor, strictly, before one that outlasts its task: a replay runs the heartbeat
-        tasks that follow as one, at the time of the last; see COUNTED_EVENTS_RULE in workflows/signals.py.)"""
-        self._decision_time = workflow.now()
 
     def _fired(self, kind: str, due: datetime) -> None:
         if kind == "deadline":
@@ -852,7 +848,7 @@ class ReplicaWorkflow:
                 name, arg, result_type=result_type, start_to_close_timeout=ACTIVITY_TIMEOUT,
                 heartbeat_timeout=self._heartbeat_timeout, retry_policy=ACTIVITY_RETRY, summary=summary[:200],
             )
-            self._at_replay_safe_point()  # a new workflow task delivered the result
+            self._decision_time = workflow.now()  # a new workflow task delivered the result: replay-safe
             return result
         except ActivityError as err:
             cause = err.cause
@@ -911,8 +907,7 @@ class ReplicaWorkflow:
     def nudge(self, nudge: Nudge | None = None) -> None:
         """Something this replica cares about changed in Kubernetes: look again, unless an observation that began
         after the nudge was sent has already looked (then it saw the change)."""
-        self._received.signal(nudge=True)
-        self._tally.add(EVENTS_PER_SIGNAL)
+        self._took_signal(nudge=True)
         self.state.nudges_total += 1
         self._nudges.received(nudge)
 
@@ -925,26 +920,27 @@ class ReplicaWorkflow:
 
     @workflow.signal(name=PAUSE)
     def pause(self, request: PauseRequest | None = None) -> None:
-        self._received.signal()
-        self._tally.add(EVENTS_PER_SIGNAL)
+        self._took_signal()
         self._pause(request or PauseRequest())
 
     @workflow.signal(name=RESUME)
     def resume(self) -> None:
-        self._received.signal()
-        self._tally.add(EVENTS_PER_SIGNAL)
+        self._took_signal()
         self._resume()
 
     @workflow.signal(name=FORCE_TERMINATE)
     def force_terminate(self, request: ForceTerminateRequest) -> None:
-        self._received.signal()
-        self._tally.add(EVENTS_PER_SIGNAL)
+        self._took_signal()
         try:
             controls.validate_force(self.ref, self.state.topology, request)
         except ValueError as err:
             self._controls.reject_signal(err)
             return
         self._controls.enqueue(request)
+
+    def _took_signal(self, *, nudge: bool = False) -> None:
+        self._received.signal(nudge=nudge)
+        self._tally.add(EVENTS_PER_SIGNAL)
 
     def _took_update(self) -> None:
         self._received.update()

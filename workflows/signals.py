@@ -35,6 +35,13 @@ HISTORY_EVENTS_PER_RUN = 1_000
 HISTORY_CAP_PATCH = "history-cap"
 
 
+def _judged_length(counted: int | None) -> tuple[int, str]:
+    """The length a hand-over is judged on, and what to call it in the reason: the one counted where there is one."""
+    if counted is None:
+        return workflow.info().get_current_history_length(), "history events"
+    return counted, "history events counted"
+
+
 def history_calls_for_handover(limit: int, patched: Callable[[str], bool] | None = None,
                                length: int | None = None) -> str | None:
     """Why the current run's history calls for continue-as-new now, or None. Workflow code only.
@@ -46,8 +53,7 @@ def history_calls_for_handover(limit: int, patched: Callable[[str], bool] | None
     else already calls for the hand-over, so histories recorded before the patch replay with the same commands.
     """
     info = workflow.info()
-    events = "history events" if length is None else "history events counted"
-    length = info.get_current_history_length() if length is None else length
+    length, events = _judged_length(length)
     if info.is_continue_as_new_suggested():
         return f"Temporal suggests it ({length} {events})"
     if length > limit:
@@ -85,8 +91,7 @@ def quiet_calls_for_handover(quiet: Callable[[], bool], patched: Callable[[str],
                              length: int | None = None) -> str | None:
     """Why a run that is `quiet()` now should hand over, or None. Workflow code only; `quiet` is asked only past the
     threshold, and the patch only where both hold. `length` as for history_calls_for_handover."""
-    events = "history events" if length is None else "history events counted"
-    length = workflow.info().get_current_history_length() if length is None else length
+    length, events = _judged_length(length)
     if length > QUIET_HISTORY_EVENTS and quiet() and (patched or workflow.patched)(QUIET_HANDOVER_PATCH):
         return f"quiet at {length} {events} (a cold replay stays short)"
     return None
