@@ -37,6 +37,7 @@ from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing,
 from worker.watcher import Watcher
 from workflows.contract import reconciler_workflow_id
 from workflows.messages import ReconcilerInput, ReplicaRef
+from workflows.patches import NEWEST_INPUT_BASELINE
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -323,8 +324,9 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
         worker_task = asyncio.create_task(worker.run())
         try:
             await _until_reachable("start the reconciler", lambda: ensure_reconciler(client, settings), stop)
-            log.info("worker %s running on task queue %s (workflows %s)", settings.identity, settings.task_queue,
-                     "in Temporal's sandbox" if settings.workflow_sandbox else "unsandboxed")
+            log.info("worker %s running on task queue %s (workflows %s; begins replica runs under patch baseline %d)",
+                     settings.identity, settings.task_queue,
+                     "in Temporal's sandbox" if settings.workflow_sandbox else "unsandboxed", NEWEST_INPUT_BASELINE)
             background.append(asyncio.create_task(keep_reconciler(client, settings, stop)))
             background.append(asyncio.create_task(doctor.run(settings.stuck_check.total_seconds(), stop)))
             stopped = asyncio.create_task(stop.wait())

@@ -26,10 +26,15 @@ app = typer.Typer(
 
 
 def version_text() -> str:
+    """The release and the patch baseline it begins replica runs under: a release to roll back to must know the
+    newest baseline in use (docs/operations.md, "Upgrading and rolling back the workers")."""
+    from workflows.patches import NEWEST_INPUT_BASELINE  # here: the module imports temporalio
+
     try:
-        return f"grove-temporal {metadata.version('grove-temporal')}"
+        release = f"grove-temporal {metadata.version('grove-temporal')}"
     except metadata.PackageNotFoundError:
-        return "grove-temporal (not installed as a package)"
+        release = "grove-temporal (not installed as a package)"
+    return f"{release}, replica patch baseline {NEWEST_INPUT_BASELINE}"
 
 
 def _print_version(value: bool) -> None:

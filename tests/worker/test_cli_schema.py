@@ -18,6 +18,7 @@ from worker.kubecontext import context_namespace
 from worker.output import render, wire, with_placement
 from worker.replica_client import ReplicaExecution
 from workflows.messages import CliqueStatus, DeadlineStatus, Phase, ReplicaRef, ReplicaStatus, Scope
+from workflows.patches import NEWEST_INPUT_BASELINE
 
 T0 = datetime(2026, 11, 23, 17, 2, 3, 500000, tzinfo=UTC)
 
@@ -92,6 +93,8 @@ def test_namespace_from_the_kubeconfig_context(tmp_path: Path) -> None:
 def test_version_and_completion(monkeypatch: pytest.MonkeyPatch) -> None:
     version = CliRunner().invoke(app, ["--version"])
     assert version.exit_code == 0 and version.output.startswith("grove-temporal 0.")
+    # what an operator compares before rolling the workers back (docs/operations.md)
+    assert version.output.rstrip().endswith(f"replica patch baseline {NEWEST_INPUT_BASELINE}"), version.output
     # Typer finds the shell from the process tree; under a runner with no shell above it (a detached job) it finds
     # none and prints "Shell  not supported". The test is about our CLI offering completion, not about that.
     monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "bash")
