@@ -265,16 +265,21 @@ class ReplicaActivities:
         Creates and updates are idempotent and refused by the apiserver where stale (409), so the cache may drive
         them; a deletion is not taken on it: if any is due, the replica is read from the apiserver and materialised
         again on that read, deletions included (issue 17)."""
+        return self._ensure_cached(request)
+
+    def _ensure_cached(self, request: CachedObserveRequest, *, as_read: bool = False) -> EnsureResult:
         ref = request.ref
         view = self._cached_view(request, "materialising")
+        if as_read and self.cache is not None:  # the round's read, counted as observe_replica_cached counts its own
+            CACHED_READS.labels("apiserver" if view is None else "cache").inc()
         if view is None:
-            return self.ensure_replica(ref)
+            return self._ensure_on(read_replica(self.kube, ref), ref, as_read=as_read)
         view = copy.deepcopy(view)  # the materialiser marks what it changes on the objects: never on the cache's own
-        result = self._ensure_on(view, ref, defer_deletes=True)
+        result = self._ensure_on(view, ref, defer_deletes=True, as_read=as_read)
         if result.deferred:
             log.info("%s: deletions due (%s): reading the apiserver before taking them", ref,
                      _short_list(list(result.deferred)))
-            fresh = self._ensure_on(read_replica(self.kube, ref), ref)
+            fresh = self._ensure_on(read_replica(self.kube, ref), ref, as_read=as_read)
             return fresh.model_copy(update={"created": result.created + fresh.created,
                                             "updated": result.updated + fresh.updated,
                                             "deferred": result.deferred})
@@ -291,13 +296,17 @@ class ReplicaActivities:
         return result.model_copy(update={"snapshot": self._mirror_with(request.ref, request.mirror, result.snapshot)})
 
     def _ensure_releasing(self, request: EnsureRequest) -> EnsureResult:
-        result = (self.ensure_replica_cached(CachedObserveRequest(ref=request.ref, at_least=request.at_least))
-                  if request.cached else self.ensure_replica(request.ref))
+        as_read = request.first_read
+        result = (self._ensure_cached(CachedObserveRequest(ref=request.ref, at_least=request.at_least), as_read=as_read)
+                  if request.cached else self._ensure_on(read_replica(self.kube, request.ref), request.ref,
+                                                         as_read=as_read))
         found = result.snapshot
         if not request.release_base or found.topology is None or found.pcs_state is not PcsState.PRESENT \
-                or found.problems:
+                or found.problems or (as_read and request.ref.replica >= found.wanted_replicas):
             return result
-        decision = decide_releases(found.topology, gate_states(found), request.release_after)  # type: ignore[arg-type]
+        # As the round's read, the workflow has not seen the spec yet: its scaled-release setting is the read's.
+        release_after = found.release_after if as_read else request.release_after
+        decision = decide_releases(found.topology, gate_states(found), release_after)  # type: ignore[arg-type]
         if not decision.base:
             return result
         uids = {name: uid for state in found.cliques.values() for name, uid in state.releasable.items()}
@@ -312,12 +321,18 @@ class ReplicaActivities:
         return result.model_copy(update={"snapshot": found.model_copy(update={"cliques": cliques}),
                                          "released_base": {pod: uids[pod] for pod in released}})
 
-    def _ensure_on(self, view: ClusterView, ref: ReplicaRef, *, defer_deletes: bool = False) -> EnsureResult:
+    def _ensure_on(self, view: ClusterView, ref: ReplicaRef, *, defer_deletes: bool = False,
+                   as_read: bool = False) -> EnsureResult:
+        """`as_read` (EnsureRequest.first_read): where the workflow's round would not materialise on this view (the
+        PodCliqueSet gone, its spec held or invalid, this replica not wanted), return the view's snapshot as a read
+        would, unchanged, for the round to decide on (hold, scale in, end)."""
         counts = view.counts()
         spec = read_spec(view.pcs, ref, self.scheduling, counts)
         if spec.state is not PcsState.PRESENT:
             return EnsureResult(snapshot=snapshot(view, spec))
         held = spec.problems + other_controller(view)
+        if as_read and (spec.plan is None or spec.pcs is None or held or ref.replica >= spec.wanted_replicas):
+            return EnsureResult(snapshot=snapshot(view, spec))
         if spec.plan is None or spec.pcs is None or held:
             raise ApplicationError(
                 f"PodCliqueSet {ref.namespace}/{ref.pcs} is invalid: " + "; ".join(held),

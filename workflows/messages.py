@@ -166,6 +166,11 @@ class EnsureRequest(Message):
     mirror: MirrorWithRead | None = Field(
         default=None, exclude_if=lambda value: value is None,
         description="also write the status the round will mirror, on the snapshot materialising leaves")
+    first_read: bool = Field(
+        default=False, exclude_if=lambda value: not value,
+        description="this call is also the round's read (a new replica's first round): where the PodCliqueSet is "
+                    "gone, its spec held or invalid, or this replica not wanted, change nothing and return the read "
+                    "for the workflow to decide on; base gates are released as the read's own spec says")
 
 
 class EnsureResult(Message):

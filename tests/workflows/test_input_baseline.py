@@ -11,9 +11,10 @@ from temporalio.client import Client, WorkflowHistory
 from tests.e2e.harness import await_for
 from tests.histories import replayer
 from tests.workflows.test_replica_workflow import ScriptedCluster, _pcs, _run, _until
-from worker.history_activities import PATCH_MARKER, patches_in
+from worker.history_activities import PATCH_MARKER, local_activity, patches_in
+from workflows import contract
 from workflows.messages import Phase, ReplicaInput
-from workflows.patches import NEWEST_INPUT_BASELINE
+from workflows.patches import INPUT_BASELINE_14, INPUT_BASELINE_15, NEWEST_INPUT_BASELINE
 from workflows.replica import REPLICA_BASELINE_13
 
 CHANGE_VERSION = "TemporalChangeVersion"
@@ -82,3 +83,31 @@ async def test_a_baseline_from_a_newer_release_fails_the_workflow_task_not_the_w
     assert f"patch baseline {NEWEST_INPUT_BASELINE + 1}" in message, message
     assert running is not None and running.name == "RUNNING"
     assert cluster.calls == [], "nothing read or materialised under the wrong code"
+
+
+def _local_activities(history: WorkflowHistory) -> list[str]:
+    return [local.name for e in history.events if (local := local_activity(e)) is not None]
+
+
+async def test_a_new_replicas_first_read_materialises_it_from_baseline_15_on(client: Client) -> None:
+    """Baseline 15 (FIRST_READ_MATERIALISES_RULE): a new replica's first round is one local activity, the read
+    and materialising together, where baseline 14 reads first and materialises after; both replay."""
+    counts = {}
+    for baseline in (INPUT_BASELINE_14, INPUT_BASELINE_15):
+        cluster = ScriptedCluster(_pcs(f"first-read-{baseline}"))
+        cluster.made = False  # a new replica: its first read finds nothing
+        worker, handle = await _run(client, cluster, baseline=baseline)
+        async with worker:
+            await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+            history = await client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
+            await handle.terminate("test over")
+        counts[baseline] = len(history.events)
+        await replayer().replay_workflow(history)
+        first_task = _local_activities(history)[:1]
+        if baseline == INPUT_BASELINE_15:
+            assert cluster.calls[:1] == ["read and materialise (cache)"], cluster.calls
+            assert first_task == [contract.ENSURE_REPLICA_RELEASING], _local_activities(history)
+        else:
+            assert cluster.calls[:2] == ["observe (cache)", "materialise"], cluster.calls
+            assert first_task == [contract.OBSERVE_REPLICA_CACHED], _local_activities(history)
+    assert counts[INPUT_BASELINE_15] == counts[INPUT_BASELINE_14] - 1, f"one marker less: {counts}"

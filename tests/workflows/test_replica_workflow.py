@@ -41,6 +41,7 @@ from workflows.messages import (
     EventRequest,
     ForceTerminateRequest,
     MirrorRequest,
+    MirrorWithRead,
     Nudge,
     PauseRequest,
     PcsState,
@@ -105,6 +106,7 @@ class ScriptedCluster:
         self.read_digests_wrong = False  # ... but report digests other than the workflow computes
         self.mirrored_by_read: list[str] = []  # object names each such read wrote, in order
         self.mirrored_by_round: list[str] = []  # object names mirror_status wrote, in order
+        self.made = True  # False: a new replica, nothing there until ensure_replica_releasing makes it
         self._lock = threading.Lock()
 
     def snapshot(self, ready: int | None = None) -> ReplicaSnapshot:
@@ -128,17 +130,15 @@ class ScriptedCluster:
         @activity.defn(name=contract.OBSERVE_REPLICA_CACHED)
         def observe_cached(request: CachedObserveRequest) -> ReplicaSnapshot:
             self.calls.append("observe (cache)")
-            time.sleep(self.cache_delay)
-            found = self.snapshot(self.cache_ready).model_copy(update={"from_cache": True, "read_from": None})
-            planned = (presentation.mirrors_with_read(request.mirror, found, request.ref.replica)
-                       if self.read_mirrors and request.mirror is not None else None)
-            if planned is None:
-                return found
-            objects, _, written = planned
-            self.mirrored_by_read.extend(item.name for item in objects)
-            if self.read_digests_wrong:
-                written = written.model_copy(update={"digests": dict.fromkeys(written.digests, "0" * 16)})
-            return found.model_copy(update={"mirrored": written})
+            return self.cached_read(request.ref, request.mirror)
+
+        @activity.defn(name=contract.ENSURE_REPLICA_RELEASING)
+        def ensure_releasing(request: EnsureRequest) -> EnsureResult:
+            """A new replica's first read (first_read): every object is there already in this cluster."""
+            self.calls.append("read and materialise (cache)" if request.first_read else "materialise")
+            made, self.made = not self.made, True
+            return EnsureResult(created=("PodClique/scripted",) if made else (),
+                                snapshot=self.cached_read(request.ref, request.mirror))
 
         @activity.defn(name=contract.ENSURE_REPLICA)
         def ensure(ref: ReplicaRef) -> EnsureResult:
@@ -182,7 +182,25 @@ class ScriptedCluster:
         def delete(ref: ReplicaRef) -> DeleteReplicaResult:
             return DeleteReplicaResult()
 
-        return [observe, observe_cached, ensure, ensure_cached, release, mirror, record, terminate, delete]
+        return [observe, observe_cached, ensure, ensure_cached, ensure_releasing, release, mirror, record, terminate,
+                delete]
+
+    def cached_read(self, ref: ReplicaRef, mirror: MirrorWithRead | None) -> ReplicaSnapshot:
+        """What the watch cache says; where the workflow asks and `read_mirrors` is set, with the round's status
+        written as the real read writes it."""
+        time.sleep(self.cache_delay)
+        found = self.snapshot(self.cache_ready).model_copy(update={"from_cache": True, "read_from": None})
+        if not self.made:
+            return found.model_copy(update={"drift": ("missing PodClique scripted",)})
+        planned = (presentation.mirrors_with_read(mirror, found, ref.replica)
+                   if self.read_mirrors and mirror is not None else None)
+        if planned is None:
+            return found
+        objects, _, written = planned
+        self.mirrored_by_read.extend(item.name for item in objects)
+        if self.read_digests_wrong:
+            written = written.model_copy(update={"digests": dict.fromkeys(written.digests, "0" * 16)})
+        return found.model_copy(update={"mirrored": written})
 
     def release(self, request: ReleaseRequest) -> ReleaseResult:
         """What release_gates does here: nothing is gated in this cluster."""
@@ -606,7 +624,7 @@ async def test_a_read_that_wrote_the_status_leaves_the_round_nothing_to_mirror(c
 async def _run_replacing(client: Client, cluster: ScriptedCluster, observe_cached: object,
                          ensure: object) -> tuple[Worker, WorkflowHandle[ReplicaWorkflow, object]]:
     """A replica workflow on the cluster's scripted activities, with the cached read and materialising replaced."""
-    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") != "observe_cached"]
+    scripted = [a for a in cluster.activities() if getattr(a, "__name__", "") not in ("observe_cached", "ensure_releasing")]
     queue = f"mt-{uuid.uuid4().hex[:8]}"
     worker = Worker(client, task_queue=queue, workflows=[ReplicaWorkflow],
                     activities=[*scripted, observe_cached, ensure], activity_executor=_EXECUTOR)
