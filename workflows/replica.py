@@ -230,7 +230,8 @@ MIRROR_WITH_READ_PATCH = "mirror-with-read"
 # for its heartbeat timeout (issue 17). Decided once per run, at its start.
 LOCAL_ENSURE_PATCH = "local-ensure"
 # Materialising, like a round's read (MIRROR_WITH_READ_PATCH), is sent what the evaluation needs and writes the status
-# the round will mirror on the snapshot it leaves: a new replica's first round is two local activities, not three.
+# the round will mirror on the snapshot it leaves: a new replica's first round is two local activities, not three
+# (one from baseline 15 on: FIRST_READ_MATERIALISES_RULE).
 # The round mirrors what it computes differently (a gate released after it, a rolling update turn). Decided once per
 # run, with LOCAL_ENSURE_PATCH.
 MIRROR_WITH_ENSURE_PATCH = "mirror-with-ensure"
