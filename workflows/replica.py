@@ -468,11 +468,15 @@ class ReplicaWorkflow:
                                             f"observe {self.ref} (watch cache)")
         else:
             snapshot = await self._activity(OBSERVE_REPLICA, self.ref, ReplicaSnapshot, f"observe {self.ref}")
+        self._took_read(snapshot, scheduled_at, reading)
+        return snapshot
+
+    def _took_read(self, snapshot: ReplicaSnapshot, scheduled_at: datetime, reading: int) -> None:
+        """What a round's read answers: the nudges it has reached, and a fresh read asked for, where it is one."""
         if not snapshot.from_cache:
             self._fresh_next = False
         self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
         self._not_before(snapshot)
-        return snapshot
 
     def _materialises_on_read(self) -> bool:
         """A new replica's first read materialises it (FIRST_READ_MATERIALISES_RULE): the run's first read, nothing
@@ -492,15 +496,8 @@ class ReplicaWorkflow:
         result = await self._activity(ENSURE_REPLICA_RELEASING, request, EnsureResult,
                                       f"read and materialise new replica {self.ref} (watch cache)")
         snapshot: ReplicaSnapshot = result.snapshot
-        if not snapshot.from_cache:
-            self._fresh_next = False
-        self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
-        self._not_before(snapshot)
-        if result.released_base:
-            self.state.base_released_at = self.state.base_released_at or workflow.now()
-        if result.created or result.deleted or result.updated:
-            workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
-                                 len(result.updated), len(result.deleted), list(result.deleted))
+        self._took_read(snapshot, scheduled_at, reading)
+        self._took_materialised(result)
         return snapshot
 
     def _mirror_with_read(self) -> MirrorWithRead | None:
@@ -674,12 +671,16 @@ class ReplicaWorkflow:
         after = result.snapshot.topology
         if after is not None and after != self.state.topology and self._patched(ENSURE_TOPOLOGY_PATCH):
             self.state.topology, self.state.release_after = after, result.snapshot.release_after
+        self._took_materialised(result)
+        return result.snapshot
+
+    def _took_materialised(self, result: EnsureResult) -> None:
+        """When the base gang was first released, where materialising released it; what it changed, in the log."""
         if result.released_base:
             self.state.base_released_at = self.state.base_released_at or workflow.now()
         if result.created or result.deleted or result.updated:
             workflow.logger.info("materialised: created=%d updated=%d deleted=%d %s", len(result.created),
                                  len(result.updated), len(result.deleted), list(result.deleted))
-        return result.snapshot
 
     async def _release_gates(self, topology: ReplicaTopology, snapshot: ReplicaSnapshot) -> None:
         decision = decide_releases(topology, presentation.gate_states(snapshot), self.state.release_after)

@@ -134,7 +134,7 @@ class ScriptedCluster:
 
         @activity.defn(name=contract.ENSURE_REPLICA_RELEASING)
         def ensure_releasing(request: EnsureRequest) -> EnsureResult:
-            """A new replica's first read (first_read): every object is there already in this cluster."""
+            """Materialising, or a new replica's first read (first_read): makes what `made` says is missing."""
             self.calls.append("read and materialise (cache)" if request.first_read else "materialise")
             made, self.made = not self.made, True
             return EnsureResult(created=("PodClique/scripted",) if made else (),
