@@ -35,7 +35,15 @@ from bench import direct, floor, replicas, report, temporal_floor
 from bench.cluster import BenchCluster, Clusters
 from bench.observer import Observer
 from bench.profile import Profiler
-from bench.sampling import Delta, Reading, history_kinds, history_lengths, wait_quiet
+from bench.sampling import (
+    Delta,
+    Reading,
+    history_kinds,
+    history_lengths,
+    queue_waits,
+    sample_histories,
+    wait_quiet,
+)
 from bench.stats import median_run, ranges, ratio, summary
 from bench.workload import live_pods
 from localstack.workerproc import WorkerProcess
@@ -236,7 +244,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
-    kinds = await history_kinds(cluster.client, workflow_ids)
+    sampled = await sample_histories(cluster.client, workflow_ids)
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),
@@ -247,7 +255,8 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "release_after_first_create_s": summary([t - t0 for t in per_pod]),
         "history_events_per_replica": summary([float(v) for v in lengths.values()], 1),
         "history_events_total": sum(lengths.values()),
-        "history_event_kinds_per_replica": kinds,
+        "history_event_kinds_per_replica": history_kinds(sampled),
+        "workflow_task_queue_wait": queue_waits(sampled),
         **figures,
     }
 

@@ -8,14 +8,17 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
 from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, OBSERVE_READS, Counters
+from bench.stats import summary
 from localstack.workerproc import WorkerProcess
-from worker.history_activities import event_kinds
+from worker.history_activities import event_kinds, task_waits
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
 BACKGROUND_RESOURCES = ("leases",)
@@ -138,15 +141,30 @@ async def current_runs(client: Client, workflow_ids: Iterable[str], concurrency:
             for workflow_id, described in (await _describe_all(client, workflow_ids, concurrency)).items()}
 
 
-async def history_kinds(client: Client, workflow_ids: Iterable[str], sample: int = 20) -> dict[str, float]:
-    """Where the history events go: the mean count per replica of each kind of event
-    (worker/history_activities.py, event_kinds) over the current runs of the first `sample` workflows, largest
-    first."""
-    totals: Counter[str] = Counter()
-    read = 0
+async def sample_histories(client: Client, workflow_ids: Iterable[str], sample: int = 20) -> list[list[HistoryEvent]]:
+    """The current runs' histories of the first `sample` workflows (sorted by id), for a look inside them."""
+    histories = []
     for workflow_id in sorted(workflow_ids)[:sample]:
         with contextlib.suppress(RPCError):
-            history = await client.get_workflow_handle(workflow_id).fetch_history()
-            totals.update(event_kinds(list(history.events)))
-            read += 1
-    return {kind: round(count / read, 2) for kind, count in totals.most_common()} if read else {}
+            histories.append(list((await client.get_workflow_handle(workflow_id).fetch_history()).events))
+    return histories
+
+
+def history_kinds(histories: list[list[HistoryEvent]]) -> dict[str, float]:
+    """Where the history events go: the mean count per replica of each kind of event
+    (worker/history_activities.py, event_kinds), largest first."""
+    totals: Counter[str] = Counter()
+    for events in histories:
+        totals.update(event_kinds(events))
+    return {kind: round(count / len(histories), 2) for kind, count in totals.most_common()} if histories else {}
+
+
+def queue_waits(histories: list[list[HistoryEvent]]) -> dict[str, Any]:
+    """How long the replicas' workflow tasks waited in Temporal's task queues (worker/history_activities.py,
+    task_waits): all of them, and apart those scheduled again on the shared queue after waiting out a sticky
+    queue's timeout, which wait there behind every task queued before them (under a creation wave, the new
+    replicas' first tasks)."""
+    waits = [wait for events in histories for wait in task_waits(events)]
+    again = [w.seconds for w in waits if w.after_sticky_timeout]
+    return {"all_s": summary([w.seconds for w in waits], 3), "after_sticky_timeout_s": summary(again, 3),
+            "sticky_timeouts_per_replica": round(len(again) / len(histories), 2) if histories else 0.0}

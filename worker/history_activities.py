@@ -109,6 +109,32 @@ def event_kinds(events: list[HistoryEvent]) -> dict[str, int]:
     return dict(Counter(_kind(event, activity_of) for event in events))
 
 
+@dataclass(frozen=True)
+class TaskWait:
+    """How long one workflow task waited in a task queue, from its WORKFLOW_TASK_SCHEDULED to its STARTED."""
+
+    seconds: float
+    after_sticky_timeout: bool  # scheduled again on the shared queue after waiting out a sticky queue's timeout
+
+
+def task_waits(events: list[HistoryEvent]) -> list[TaskWait]:
+    """The queue wait of every workflow task the history shows started. One scheduled again after a sticky queue's
+    schedule-to-start timeout is marked: its wait is the time it then spent on the shared task queue."""
+    scheduled: dict[int, tuple[datetime, bool]] = {}  # scheduled event id -> when, and after a sticky timeout
+    waits: list[TaskWait] = []
+    previous = EventType.EVENT_TYPE_UNSPECIFIED
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            scheduled[event.event_id] = (event.event_time.ToDatetime(UTC),
+                                         previous == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            at = scheduled.get(event.workflow_task_started_event_attributes.scheduled_event_id)
+            if at is not None:
+                waits.append(TaskWait((event.event_time.ToDatetime(UTC) - at[0]).total_seconds(), at[1]))
+        previous = event.event_type
+    return waits
+
+
 def _kind(event: HistoryEvent, activity_of: dict[int, str]) -> str:
     kind = event.event_type
     if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:

@@ -1,12 +1,15 @@
-"""worker/history_activities.py, event_kinds: where a history's events go, as the benchmarks print it."""
+"""worker/history_activities.py, event_kinds and task_waits: where a history's events go and how long its workflow
+tasks waited in their queues, as the benchmarks print them."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from tests.bench.test_once import local_release, release
-from worker.history_activities import event_kinds
+from worker.history_activities import TaskWait, event_kinds, task_waits
 
 
 def _event(event_id: int, kind: EventType.ValueType) -> HistoryEvent:
@@ -37,3 +40,30 @@ def test_activities_local_activities_and_signals_are_counted_by_name() -> None:
 def test_an_activity_event_whose_scheduling_is_not_in_the_history_is_named_unknown() -> None:
     completed = release(4, {"s0-0-app-0": "pod-1"}, "a")[2]  # its scheduled event belongs to an earlier page
     assert event_kinds([completed]) == {"activity:?": 1}
+
+
+def _at(event: HistoryEvent, seconds: float, scheduled_id: int | None = None) -> HistoryEvent:
+    event.event_time.FromDatetime(datetime(2026, 12, 3, tzinfo=UTC) + timedelta(seconds=seconds))
+    if scheduled_id is not None:
+        event.workflow_task_started_event_attributes.scheduled_event_id = scheduled_id
+    return event
+
+
+def test_task_waits_are_timed_from_each_tasks_scheduling_and_a_wait_after_a_sticky_timeout_is_marked() -> None:
+    """The queue wait of each workflow task started; a task scheduled again after its sticky queue's timeout waited
+    that long on the shared queue (as seen in B3 under a creation wave: 6 to 48 s)."""
+    events = [
+        _at(_event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), 0.0),
+        _at(_event(2, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), 0.0),
+        _at(_event(3, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED), 0.25, scheduled_id=2),
+        _at(_event(4, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), 1.0),
+        _at(_signal(5, "nudge"), 2.0),
+        _at(_event(6, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), 2.0),
+        _at(_event(7, EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT), 5.0),
+        _at(_event(8, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), 5.0),
+        _at(_signal(9, "nudge"), 6.0),
+        _at(_event(10, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED), 30.5, scheduled_id=8),
+        _at(_event(11, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), 31.0),
+    ]
+    assert task_waits(events) == [TaskWait(0.25, False), TaskWait(25.5, True)]
+    assert task_waits(events[:9]) == [TaskWait(0.25, False)], "a task not started yet has no wait"
