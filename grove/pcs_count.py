@@ -46,13 +46,9 @@ def pcsg_available(group: Object) -> bool:
 
 
 def pclq_available(pclq: Object) -> bool:
-    return int((pclq.get("status") or {}).get("readyReplicas") or 0) >= min_available(pclq)
-
-
-def min_available(pclq: Object) -> int:
-    """A PodClique's minAvailable as its spec states it (defaulted to its replicas, as Grove's webhook does)."""
-    spec = pclq.get("spec") or {}
-    return int(spec.get("minAvailable") or spec.get("replicas") or 1)
+    status, spec = pclq.get("status") or {}, pclq.get("spec") or {}
+    ready = int(status.get("readyReplicas") or 0)
+    return ready >= int(spec.get("minAvailable") or spec.get("replicas") or 1)
 
 
 def has_scaling_groups(pcs: Object) -> bool:

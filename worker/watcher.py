@@ -39,12 +39,8 @@ gate or deletion, a pod that failed, the binding that leaves every released base
 it, Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one
 that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) from the first such
 change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a change for
-status-only by mistake delays it by the window and nothing else. A Ready that changes what the replica's
-conditions say goes at once, with what was held: the one that leaves every pod of the replica Ready (the replica is
-up, and its Available waits on it), the one that brings a PodClique to minAvailable while every other PodClique of
-the replica is at its own (the replica is available though some pods are not Ready: surplus pods still Pending),
-and the one that brings a PodClique back to minAvailable while its status shows a breach (the breach ends and its
-countdown with it). The last two are judged on the PodCliques' spec and status in the watch cache.
+status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a replica
+Ready goes at once, with what was held: the replica is up, and its Available waits on it.
 """
 
 from __future__ import annotations
@@ -68,7 +64,6 @@ from activities.kubeapi import (
     SCALINGGROUPS,
     Kube,
     Resource,
-    condition_true,
     generation_observed,
     ours,
     pod_gated,
@@ -77,10 +72,9 @@ from activities.kubeapi import (
     slim,
 )
 from activities.metrics import FIRST_LIST_REPLICAS, NUDGES, WATCH_EVENTS
-from activities.watch_cache import NotFresh, WatchCache
+from activities.watch_cache import WatchCache
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
-from grove.pcs_count import min_available
 from worker import watermark
 from workflows.contract import (
     NUDGE_SIGNAL,
@@ -533,45 +527,12 @@ class Watcher:
             return
         status_only = (siblings is not None and not listed and previous is not None and kind != "DELETED"
                        and _status_only(previous[0], feed.known[key][0], siblings[key], siblings)
-                       and not _all_ready(siblings)
-                       and not self._crosses_min_available(key[0], previous[0], feed.known[key][0], siblings[key],
-                                                           siblings))
+                       and not _all_ready(siblings))
         for replica_key in self._replica_keys(obj):
             if first:
                 self._hold(replica_key.workflow_id, versions)
             else:
                 self._nudge(replica_key.workflow_id, versions, status_only=status_only)
-
-    def _crosses_min_available(self, namespace: str, before: Fingerprint, after: Fingerprint, facts: _PodFacts,
-                               siblings: dict[ObjectKey, _PodFacts]) -> bool:
-        """A Ready gained that moves what the replica's conditions say, not only its counts (module docstring,
-        "Status-only changes"): it brings its PodClique to minAvailable while the PodClique shows a breach counting
-        down (the breach ends), or while every other PodClique of the replica is at its minAvailable (the replica
-        becomes available). Judged on the PodCliques' minAvailable and conditions in the watch cache; a PodClique
-        the cache does not hold counts as below its minAvailable."""
-        if not (after[READY] == "True" and before[READY] != "True"):
-            return False
-        ready: dict[str | None, int] = {}
-        for pod in siblings.values():
-            ready[pod.clique] = ready.get(pod.clique, 0) + int(pod.ready)
-        mine = self._cached_podclique(namespace, facts.clique)
-        if mine is None or ready[facts.clique] != min_available(mine):
-            return False
-        if condition_true(mine, names.CONDITION_MIN_AVAILABLE_BREACHED):
-            return True
-        for clique, count in ready.items():
-            pclq = mine if clique == facts.clique else self._cached_podclique(namespace, clique)
-            if pclq is None or count < min_available(pclq):
-                return False
-        return True
-
-    def _cached_podclique(self, namespace: str, name: str | None) -> JSON | None:
-        if name is None:
-            return None
-        try:
-            return self.cache.get(PODCLIQUES.kind, namespace, name)
-        except NotFresh:
-            return None
 
     def _pod_facts(self, key: ObjectKey, kind: str | None, pod: JSON) -> dict[ObjectKey, _PodFacts] | None:
         """Keep the pod's facts under its replica; the replica's pods' facts, None for a pod of no replica."""

@@ -3,7 +3,6 @@ driving only that namespace (its own task queue and lease), so tests can kill an
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,15 +36,13 @@ def timeline(cluster: Cluster) -> Iterator[Timeline]:
         watching.stop()
 
 
-@contextlib.contextmanager
-def running_worker(stack: LocalStack, namespace: str, request: pytest.FixtureRequest,
-                   extra_env: dict[str, str] | None = None) -> Iterator[WorkerProcess]:
-    """A worker process for the namespace, with these environment variables set; its log is printed if the test
-    failed."""
+@pytest.fixture
+def worker_process(stack: LocalStack, namespace: str, crds: list[str],
+                   request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
     log_dir = Path(stack.run_dir) / "test-workers"
     log_dir.mkdir(parents=True, exist_ok=True)
     process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
-                            namespace=namespace, log_dir=log_dir, extra_env=extra_env or {}).start()
+                            namespace=namespace, log_dir=log_dir).start()
     try:
         yield process
     finally:
@@ -53,13 +50,6 @@ def running_worker(stack: LocalStack, namespace: str, request: pytest.FixtureReq
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             print(f"--- worker log ({process.log_path.parent}) ---\n{process.logs()[-20000:]}")
-
-
-@pytest.fixture
-def worker_process(stack: LocalStack, namespace: str, crds: list[str],
-                   request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
-    with running_worker(stack, namespace, request) as process:
-        yield process
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
-import pytest
 from temporalio.client import Client
 
-from grove import names
-from tests.e2e.conftest import Histories, running_worker
+from tests.e2e.conftest import Histories
 from tests.e2e.harness import Cluster, Replica, Timeline, WorkerProcess, clique, pcs_manifest, wait_for
 from workflows.messages import Phase
-
-if TYPE_CHECKING:
-    from localstack.stack import LocalStack
 
 DELAY_S = 6
 
@@ -67,39 +60,3 @@ async def test_a_healed_breach_cancels_its_deadline_and_a_new_breach_starts_a_ne
           f"the first; terminated {(record.at - second.due_at).total_seconds() * 1000:.0f} ms after its deadline")
     wait_for(lambda: cluster.ready_pods(4), timeout=60, what="replica back to Ready")
     await histories.keep(replica.handle, "s8_heal_then_new_breach")
-
-
-@pytest.fixture
-def held_status_worker(stack: LocalStack, namespace: str, crds: list[str],
-                       request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
-    """A worker whose watcher holds status-only changes for ten minutes: longer than any wait below, so whatever the
-    replica's workflow hears in time was taken for a change to act on, not a count to mirror later."""
-    with running_worker(stack, namespace, request, {"GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS": "600000"}) as process:
-        yield process
-
-
-async def test_the_ready_that_ends_a_breach_reaches_the_workflow_at_once_while_another_breach_goes_on(
-        cluster: Cluster, held_status_worker: WorkerProcess, temporal_client: Client) -> None:
-    """A Ready gained is held as status-only unless it changes a condition. The one that brings a breached PodClique
-    back to minAvailable ends that breach and its countdown, so it goes at once, even while another PodClique's
-    breach goes on (the replica neither available nor every pod Ready: the cases that went at once before)."""
-    cluster.apply(pcs_manifest("mend", cluster.namespace, termination_delay="600s",
-                               cliques=[clique("frontend", 2, 2), clique("api", 2, 2)]))
-    wait_for(lambda: cluster.ready_pods(4), timeout=60, what="4 Ready pods")
-    replica = Replica(temporal_client, cluster, "mend")
-    await replica.wait_phase(Phase.AVAILABLE)
-
-    for pclq in ("mend-0-api", "mend-0-frontend"):  # readiness lost goes at once: two breaches, two countdowns
-        cluster.fail_readiness(f"{pclq}-1")
-        await replica.wait(lambda s, pclq=pclq: pclq in {d.target for d in s.deadlines}, what=f"{pclq}'s deadline")
-    wait_for(lambda: (cluster.condition("pclq", "mend-0-frontend", names.CONDITION_MIN_AVAILABLE_BREACHED)
-                      or {}).get("status") == "True", timeout=30, what="frontend's breach written")
-    await asyncio.sleep(2)  # for the worker's watch cache to hear that write (milliseconds on this stack)
-
-    cluster.fail_readiness("mend-0-frontend-1", failing=False)
-    mended = await replica.wait(lambda s: {d.target for d in s.deadlines} == {"mend-0-api"}, timeout=30,
-                                what="frontend's breach ended within the ten-minute status window, api's going on")
-    frontend = next(c for c in mended.cliques if c.name == "mend-0-frontend")
-    assert frontend.breached == "False" and frontend.breach_start is None
-    assert mended.phase is Phase.BREACHED
-    assert not cluster.events("GangTerminated")

@@ -19,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from activities.kubeapi import PODCLIQUES, PODCLIQUESETS, Kube
+from activities.kubeapi import PODCLIQUESETS, Kube
 from grove import names
 from tests.localstack.stack_proof_workflows import (
     NudgeCountWorkflow,
@@ -728,61 +728,3 @@ async def test_each_replica_s_status_only_nudge_waits_its_own_window() -> None:
         await asyncio.sleep(0.2)
         assert [wid for _, wid, _ in client.sent] == ["a", "b"]
         assert 0.4 <= client.sent[0][0] - began < 0.5 and client.sent[1][0] - began >= 0.65
-
-
-def test_a_ready_that_ends_a_breach_or_makes_the_replica_available_goes_at_once() -> None:
-    """Pure logic: a Ready gained is status-only unless it changes what the replica's conditions say. It goes at once
-    when it brings its PodClique to minAvailable while that PodClique shows a breach counting down, or while every
-    other PodClique of the replica is at its minAvailable; PodCliques judged as the watch cache holds them."""
-    watcher = Watcher(None, None)  # type: ignore[arg-type]
-    watcher.leading = True
-    marked: list[bool] = []
-    watcher.nudger.request = (  # type: ignore[method-assign]
-        lambda wid, versions=None, status_only=False: marked.append(status_only))
-    pcs = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid", "generation": 1}}
-    watcher.pcs_feed.known[("ns", "p")] = ((), pcs)
-    podcliques = watcher.cache._stores[PODCLIQUES.kind]
-    podcliques.synced.set()
-
-    def podclique(name: str, replicas: int, min_available: int, breached: bool = False) -> None:
-        pclq = _replica_object("PodClique", name, 1)
-        pclq["spec"] = {"replicas": replicas, "minAvailable": min_available}
-        pclq["status"] = {"conditions": [{"type": names.CONDITION_MIN_AVAILABLE_BREACHED,
-                                          "status": "True" if breached else "False"}]}
-        podcliques.put(pclq)
-
-    def event(name: str, rv: int, ready: bool) -> bool:
-        marked.clear()
-        clique = name.rsplit("-", 1)[0]
-        watcher._on_event(watcher.pod_feed, "MODIFIED",
-                          _pod(name, rv, node="n1", phase="Running", ready=ready, clique=clique))
-        ((status_only,),) = [marked]
-        return status_only
-
-    podclique("p-0-a", replicas=4, min_available=2)
-    podclique("p-0-b", replicas=1, min_available=1)
-    for name in ("p-0-a-0", "p-0-a-1", "p-0-a-2", "p-0-a-3", "p-0-b-0"):
-        watcher._on_event(watcher.pod_feed, "ADDED", _pod(name, 1, node="n1", phase="Running",
-                                                          clique=name.rsplit("-", 1)[0]))
-    assert event("p-0-a-0", 2, ready=True) is True, "a below its minAvailable"
-    assert event("p-0-b-0", 3, ready=True) is True, "b at its minAvailable while a is not: only counts"
-    assert event("p-0-a-1", 4, ready=True) is False, "a at its minAvailable with b at its own: the replica is available"
-    assert event("p-0-a-2", 5, ready=True) is True, "a past its minAvailable: only counts"
-    assert event("p-0-b-0", 6, ready=False) is False, "readiness lost: a breach begins"
-    assert event("p-0-a-2", 7, ready=False) is False, "readiness lost"
-    assert event("p-0-a-2", 8, ready=True) is True, "a past its minAvailable again, b still below: only counts"
-
-    podclique("p-0-b", replicas=1, min_available=1, breached=True)  # the workflow wrote b's breach
-    assert event("p-0-b-0", 9, ready=True) is False, "b back at its minAvailable: its breach ends"
-    podclique("p-0-a", replicas=4, min_available=2, breached=True)
-    assert event("p-0-a-0", 10, ready=False) is False, "readiness lost"
-    assert event("p-0-a-1", 11, ready=False) is False, "readiness lost"
-    assert event("p-0-b-0", 12, ready=False) is False, "readiness lost"
-    assert event("p-0-a-0", 13, ready=True) is False, "a back at its minAvailable while b is below: a's breach ends"
-    assert event("p-0-a-3", 14, ready=True) is True, "a past its minAvailable, breached or not: only counts"
-
-    podcliques.drop(("ns", "p-0-a"))
-    assert event("p-0-a-3", 15, ready=False) is False, "readiness lost"
-    assert event("p-0-a-0", 16, ready=False) is False, "readiness lost"
-    assert event("p-0-a-0", 17, ready=True) is True, \
-        "a PodClique the cache does not hold counts as below its minAvailable: status-only, as before"
