@@ -22,10 +22,12 @@ and the workflow histories (never from the status the product mirrors onto the o
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from activities.kubeapi import FIELD_MANAGER as PRODUCT_FIELD_MANAGER  # every write of the product carries it
@@ -531,9 +533,14 @@ def foreign_untouched(before: dict[str, JSON], after: dict[str, JSON | None]) ->
     return found
 
 
-async def replayable(replayer: Replayer, histories: dict[str, WorkflowHistory]) -> Findings:
+async def replayable(replayer: Replayer, histories: dict[str, WorkflowHistory],
+                     keep_in: Path | None = None) -> Findings:
     """Every history read since the last check replays with this code. A nondeterminism error would otherwise show
-    only when a worker without the run cached next touches it (as in round 52 of seed 1, where it then stuck)."""
+    only when a worker without the run cached next touches it (as in round 52 of seed 1, where it then stuck).
+
+    A history that does not replay is written to `keep_in` (`unreplayable-<run id>.json`, readable by
+    tests/histories.py's `load`), and the violation names the file: the run it came from is gone with the run's stack,
+    and an incident fixture needs the history itself (tests/fixtures/incidents/README.md)."""
     found = Findings()
     for run_id, history in histories.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
@@ -546,6 +553,16 @@ async def replayable(replayer: Replayer, histories: dict[str, WorkflowHistory]) 
             result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         found.counts["histories_replayed"] += 1
         if result.replay_failure is not None:
+            kept = _keep_history(history, keep_in / f"unreplayable-{run_id}.json") if keep_in is not None else ""
             found.violate(REPLAYABLE, f"replay/{run_id}", f"{history.workflow_id} run {run_id} does not replay: "
-                                                          f"{str(result.replay_failure).splitlines()[0][:300]}")
+                                                          f"{str(result.replay_failure).splitlines()[0][:300]}{kept}")
     return found
+
+
+def _keep_history(history: WorkflowHistory, path: Path) -> str:
+    """Write the history where an incident fixture can be made from it; what to add to the violation's detail."""
+    body = json.loads(history.to_json())
+    body["workflowId"] = history.workflow_id
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body, indent=1) + "\n")
+    return f" (history kept in {path})"

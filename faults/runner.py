@@ -472,7 +472,7 @@ class FaultRun:
 
     async def _replay_histories(self) -> Findings:
         pending, self.histories.to_replay = self.histories.to_replay, {}
-        return await invariants.replayable(self.replayer, pending)
+        return await invariants.replayable(self.replayer, pending, keep_in=self.options.out_dir)
 
     def _foreign_now(self) -> dict[str, JSON | None]:
         now: dict[str, JSON | None] = {}

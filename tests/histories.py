@@ -8,6 +8,7 @@ fixtures that tests/workflows/test_replay.py replays at unit speed.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHistory
@@ -48,10 +49,16 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, body)
 
 
+# Each history read's deadline: a read with none sat for the whole 900 s of a test's timeout once (an e2e test in a CI
+# run, its worker long idle and the workflow answering queries), where the same read takes milliseconds.
+FETCH_TIMEOUT = timedelta(seconds=30)
+
+
 async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
     """Every run of the workflow, newest first: the current run, then each run it continued from (a replica hands
     over by continue-as-new once quiet, so one run rarely holds all it did)."""
-    histories = [await client.get_workflow_handle(workflow_id).fetch_history()]
+    histories = [await client.get_workflow_handle(workflow_id).fetch_history(rpc_timeout=FETCH_TIMEOUT)]
     while previous := histories[-1].events[0].workflow_execution_started_event_attributes.continued_execution_run_id:
-        histories.append(await client.get_workflow_handle(workflow_id, run_id=previous).fetch_history())
+        histories.append(await client.get_workflow_handle(workflow_id, run_id=previous)
+                         .fetch_history(rpc_timeout=FETCH_TIMEOUT))
     return histories

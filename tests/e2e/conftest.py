@@ -3,6 +3,7 @@ driving only that namespace (its own task queue and lease), so tests can kill an
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +53,9 @@ def worker_process(stack: LocalStack, namespace: str, crds: list[str],
             print(f"--- worker log ({process.log_path.parent}) ---\n{process.logs()[-20000:]}")
 
 
+REPLAY_TIMEOUT_SECONDS = 120.0
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
@@ -73,11 +77,15 @@ class Histories:
         continue-as-new once quiet, so what the test drove may be spread over several runs. Recorded oldest first, as
         `name`, `name-run2`, ..."""
         if handle.run_id:
-            runs = [await handle.fetch_history()]
+            runs = [await handle.fetch_history(rpc_timeout=recorded.FETCH_TIMEOUT)]
         else:
             runs = list(reversed(await recorded.run_histories(self.client, handle.id)))
         for number, history in enumerate(runs, start=1):
-            await recorded.replayer().replay_workflow(history)
+            try:  # milliseconds each; a bound, so that a replay that never ends names itself
+                await asyncio.wait_for(recorded.replayer().replay_workflow(history), REPLAY_TIMEOUT_SECONDS)
+            except TimeoutError as late:
+                raise AssertionError(f"replaying run {number} of {handle.id} ({len(history.events)} events) did not "
+                                     f"end within {REPLAY_TIMEOUT_SECONDS:.0f}s") from late
             if self.record:
                 recorded.save(history, name if number == 1 else f"{name}-run{number}")
         self.kept.append(name)

@@ -459,17 +459,23 @@ def test_hpa_style_scale_steps_go_up_and_come_back_to_the_template_count_within_
     assert 5 <= seen <= 15, seen
 
 
-async def test_replayable_flags_a_history_that_does_not_replay_and_passes_one_that_does() -> None:
+async def test_replayable_flags_a_history_that_does_not_replay_keeps_it_and_passes_one_that_does(
+        tmp_path: Path) -> None:
     from tests import histories
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     good = histories.load(sorted((fixtures / "histories").glob("*.json"))[0])
     bad = histories.load(fixtures / "incidents" / "nondeterminism-round52.json")
-    found = await invariants.replayable(histories.replayer(), {"good-run": good, "bad-run": bad})
+    found = await invariants.replayable(histories.replayer(), {"good-run": good, "bad-run": bad}, keep_in=tmp_path)
     assert found.counts["histories_replayed"] == 2
     assert [v.key for v in found.violations] == ["replay/bad-run"]
     assert found.violations[0].invariant == invariants.REPLAYABLE
     assert "Nondeterminism" in found.violations[0].detail and "id: 292" in found.violations[0].detail
+    # The failing history is kept, named in the detail, and loads as the history it was: an incident fixture.
+    kept = tmp_path / "unreplayable-bad-run.json"
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name] and str(kept) in found.violations[0].detail
+    again = histories.load(kept)
+    assert again.workflow_id == bad.workflow_id and list(again.events) == list(bad.events)
 
 
 def test_an_unknown_fault_kind_is_refused_by_name_before_anything_starts() -> None:
