@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests import histories as recorded
-from tests.e2e.harness import Cluster, Timeline, WorkerProcess
+from tests.e2e.harness import Cluster, Timeline, WorkerProcess, bounded
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -77,9 +77,11 @@ class Histories:
         continue-as-new once quiet, so what the test drove may be spread over several runs. Recorded oldest first, as
         `name`, `name-run2`, ..."""
         if handle.run_id:
-            runs = [await handle.fetch_history(rpc_timeout=recorded.FETCH_TIMEOUT)]
+            runs = [await bounded(lambda: handle.fetch_history(rpc_timeout=recorded.FETCH_TIMEOUT),
+                                  f"history of {handle.id}")]
         else:
-            runs = list(reversed(await recorded.run_histories(self.client, handle.id)))
+            runs = list(reversed(await bounded(lambda: recorded.run_histories(self.client, handle.id),
+                                               f"histories of {handle.id}")))
         for number, history in enumerate(runs, start=1):
             try:  # milliseconds each; a bound, so that a replay that never ends names itself
                 await asyncio.wait_for(recorded.replayer().replay_workflow(history), REPLAY_TIMEOUT_SECONDS)

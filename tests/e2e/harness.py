@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -259,7 +259,9 @@ class Replica:
         self.handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(self.workflow_id)
 
     async def status(self) -> ReplicaStatus:
-        result: ReplicaStatus = await query_status(self.handle, ReplicaStatus, rpc_timeout=timedelta(seconds=5))
+        result: ReplicaStatus = await bounded(
+            lambda: query_status(self.handle, ReplicaStatus, rpc_timeout=timedelta(seconds=5)),
+            f"status query of {self.workflow_id}")
         return result
 
     async def try_status(self) -> ReplicaStatus | None:
@@ -292,6 +294,25 @@ def wait_for(predicate: Callable[[], T], *, timeout: float = 60, interval: float
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}; last value: {last!r}")
+
+
+# A call of the tests' Temporal client once sat for a test's whole 900 s (two CI runs of 2026-12-03, both in
+# test_scaling's first test, after its last scale write) while the workflow answered other clients' queries at once:
+# the test's event loop held no timer, and the process no connection to Temporal, so the call's own RPC deadline, kept
+# in the SDK's Rust core, never fired. An asyncio timer bounds each such call, and a call cut off is made once more.
+CALL_BOUND_SECONDS = 30.0
+
+
+async def bounded(call: Callable[[], Awaitable[T]], what: str, seconds: float = CALL_BOUND_SECONDS) -> T:
+    """`call()`, cut off after `seconds` by an asyncio timer and made once more; a second cut-off fails the test."""
+    for attempt in (1, 2):
+        try:
+            return await asyncio.wait_for(call(), seconds)
+        except TimeoutError:
+            if attempt == 2:
+                raise AssertionError(f"{what}: no answer within {seconds:.0f}s, twice") from None
+            print(f"{what}: no answer within {seconds:.0f}s; asking once more")
+    raise AssertionError("unreachable")
 
 
 async def await_for(predicate: Callable[[], Any], *, timeout: float = 60, interval: float = 0.1,
