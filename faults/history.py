@@ -8,8 +8,10 @@ server, run by run (a closed run never changes, so it is fetched once).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 from temporalio.api.common.v1 import Payloads
@@ -267,3 +269,13 @@ class HistoryReader:
             runs.append(run)
             run_id = run.previous_run_id
         return WorkflowDigest(workflow_id, list(reversed(runs)))
+
+
+def write_history(history: WorkflowHistory, path: Path) -> Path:
+    """Write `history` as JSON with its workflow id beside the events (what tests/histories.py's `load` reads back):
+    the one format of replay fixtures, incident fixtures and the histories a fault run could not replay."""
+    body = json.loads(history.to_json())
+    body["workflowId"] = history.workflow_id
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body, indent=1, sort_keys=False) + "\n")
+    return path

@@ -22,7 +22,6 @@ and the workflow histories (never from the status the product mirrors onto the o
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from activities.kubeapi import FIELD_MANAGER as PRODUCT_FIELD_MANAGER  # every write of the product carries it
 from activities.kubeapi import JSON
-from faults.history import TerminateCall, WorkflowDigest
+from faults.history import TerminateCall, WorkflowDigest, write_history
 from faults.recorder import PclqRecord, PodEvent, PodState
 from grove import names
 from grove.plan import ReplicaPlan
@@ -553,16 +552,9 @@ async def replayable(replayer: Replayer, histories: dict[str, WorkflowHistory],
             result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         found.counts["histories_replayed"] += 1
         if result.replay_failure is not None:
-            kept = _keep_history(history, keep_in / f"unreplayable-{run_id}.json") if keep_in is not None else ""
+            kept = (f" (history kept in {write_history(history, keep_in / f'unreplayable-{run_id}.json')})"
+                    if keep_in is not None else "")
             found.violate(REPLAYABLE, f"replay/{run_id}", f"{history.workflow_id} run {run_id} does not replay: "
                                                           f"{str(result.replay_failure).splitlines()[0][:300]}{kept}")
     return found
 
-
-def _keep_history(history: WorkflowHistory, path: Path) -> str:
-    """Write the history where an incident fixture can be made from it; what to add to the violation's detail."""
-    body = json.loads(history.to_json())
-    body["workflowId"] = history.workflow_id
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(body, indent=1) + "\n")
-    return f" (history kept in {path})"

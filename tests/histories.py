@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Interceptor, Replayer
 
+from faults.history import write_history
 from worker.app import workflow_runner
 from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.reconciler import ReconcilerWorkflow
@@ -35,12 +36,7 @@ def replayer(*extra: Interceptor, sandboxed: bool = True) -> Replayer:
 
 def save(history: WorkflowHistory, name: str) -> Path:
     """Write `history` as `<name>.json` (the workflow id is kept beside the events for WorkflowHistory.from_json)."""
-    FIXTURES.mkdir(parents=True, exist_ok=True)
-    path = FIXTURES / f"{name}.json"
-    body = json.loads(history.to_json())
-    body["workflowId"] = history.workflow_id
-    path.write_text(json.dumps(body, indent=1, sort_keys=False) + "\n")
-    return path
+    return write_history(history, FIXTURES / f"{name}.json")
 
 
 def load(path: Path) -> WorkflowHistory:
@@ -49,8 +45,8 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, body)
 
 
-# Each history read's deadline: a read with none sat for the whole 900 s of a test's timeout once (an e2e test in a CI
-# run, its worker long idle and the workflow answering queries), where the same read takes milliseconds.
+# Each history read's RPC deadline (the read takes milliseconds). It is kept in the SDK's core, and a stalled call of
+# an e2e test's client once outlived such a deadline: tests/e2e/harness.py `bounded` adds an asyncio timer.
 FETCH_TIMEOUT = timedelta(seconds=30)
 
 

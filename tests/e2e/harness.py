@@ -303,16 +303,19 @@ def wait_for(predicate: Callable[[], T], *, timeout: float = 60, interval: float
 CALL_BOUND_SECONDS = 30.0
 
 
-async def bounded(call: Callable[[], Awaitable[T]], what: str, seconds: float = CALL_BOUND_SECONDS) -> T:
-    """`call()`, cut off after `seconds` by an asyncio timer and made once more; a second cut-off fails the test."""
-    for attempt in (1, 2):
+async def bounded(call: Callable[[], Awaitable[T]], what: str, seconds: float = CALL_BOUND_SECONDS,
+                  attempts: int = 2) -> T:
+    """`call()`, cut off after `seconds` by an asyncio timer and made again, `attempts` times in all; the last
+    cut-off fails the test, naming `what`."""
+    for _ in range(attempts - 1):
         try:
             return await asyncio.wait_for(call(), seconds)
         except TimeoutError:
-            if attempt == 2:
-                raise AssertionError(f"{what}: no answer within {seconds:.0f}s, twice") from None
             print(f"{what}: no answer within {seconds:.0f}s; asking once more")
-    raise AssertionError("unreachable")
+    try:
+        return await asyncio.wait_for(call(), seconds)
+    except TimeoutError:
+        raise AssertionError(f"{what}: no answer within {seconds:.0f}s ({attempts} attempts)") from None
 
 
 async def await_for(predicate: Callable[[], Any], *, timeout: float = 60, interval: float = 0.1,
