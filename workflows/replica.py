@@ -15,6 +15,8 @@ the message budget per run (workflows/signals.py).
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -98,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         INPUT_BASELINE_13,
         INPUT_BASELINE_14,
         INPUT_BASELINE_15,
+        INPUT_BASELINE_16,
         NEWEST_INPUT_BASELINE,
         REPLICA_BASELINE_2_PATCH,
         REPLICA_BASELINE_3_PATCH,
@@ -126,6 +129,7 @@ with workflow.unsafe.imports_passed_through():
         EVENTS_PER_UPDATE,
         EVENTS_PER_UPSERT,
         HISTORY_CAP_PATCH,
+        ROUND_START_RULE,
         SIGNAL_BUDGET_PATCH,
         EventTally,
         Received,
@@ -277,8 +281,10 @@ REPLICA_BASELINE_13 = REPLICA_BASELINE_12
 REPLICA_BASELINE_14 = REPLICA_BASELINE_13 | {COUNTED_EVENTS_RULE}
 # Baseline 15 takes in another rule: a new replica's first read materialises it (FIRST_READ_MATERIALISES_RULE).
 REPLICA_BASELINE_15 = REPLICA_BASELINE_14 | {FIRST_READ_MATERIALISES_RULE}
+# Baseline 16: a hand-over where a round ends is judged as of the round's start (ROUND_START_RULE, workflows/signals.py).
+REPLICA_BASELINE_16 = REPLICA_BASELINE_15 | {ROUND_START_RULE}
 RECORDED_BASELINES = {INPUT_BASELINE_13: REPLICA_BASELINE_13, INPUT_BASELINE_14: REPLICA_BASELINE_14,
-                      INPUT_BASELINE_15: REPLICA_BASELINE_15}
+                      INPUT_BASELINE_15: REPLICA_BASELINE_15, INPUT_BASELINE_16: REPLICA_BASELINE_16}
 REPLICA_BASELINES = ((REPLICA_BASELINE_12_PATCH, REPLICA_BASELINE_12), (REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
                      (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),
@@ -289,6 +295,19 @@ REPLICA_BASELINES = ((REPLICA_BASELINE_12_PATCH, REPLICA_BASELINE_12), (REPLICA_
 
 class _Failed(Exception):
     """An activity failed for good (non-retryable); the round is abandoned and retried later."""
+
+
+@dataclasses.dataclass
+class _RoundStart:
+    """What the run held when its current round began: a hand-over where the round ends is judged on it
+    (ROUND_START_RULE), not on messages taken meanwhile. `nudges` is a copy that takes the round's own reads."""
+
+    messages: int  # EventTally.messages
+    received: Received
+    nudges: Nudges
+    paused: bool
+    rollout_active: bool
+    queued: bool
 
 
 @workflow.defn(name=REPLICA_WORKFLOW)
@@ -336,6 +355,8 @@ class ReplicaWorkflow:
         self._read_mirrors = False  # decided once per run, by MIRROR_WITH_READ_PATCH
         self._safety_timer: asyncio.Task[None] | None = None  # the running safety-resync timer (that patch)
         self._safety_fired = False
+        self._round_start: _RoundStart | None = None  # kept under ROUND_START_RULE, for the round under way
+        self._round_end_reason: str | None = None  # a hand-over judged where the last round ended (that rule)
 
     # --- main loop -------------------------------------------------------------------------------------------------
     @workflow.run
@@ -359,8 +380,12 @@ class ReplicaWorkflow:
                               and self._patched(MIRROR_WITH_READ_PATCH))
         self._ensure_mirrors = self._read_mirrors and self._local_ensure and self._patched(MIRROR_WITH_ENSURE_PATCH)
         self._decision_time = workflow.now()
+        round_start_rule = self._patched.covers(ROUND_START_RULE)
         while True:
-            reason = self._handover_reason()
+            # Where the last round ended in a hand-over, that judgement stands: judged again here, it would count
+            # what came in meanwhile, which a replay may not have delivered yet (ROUND_START_RULE).
+            reason = self._round_end_reason if self._round_end_reason is not None else self._handover_reason()
+            self._round_end_reason = None
             if reason is not None and not self._rounds_begun and self._patched(ROUND_BEFORE_HANDOVER_PATCH):
                 # This run has not looked yet: under a storm of signals a run's first task can already be past the
                 # history cap, and handing over at once would start the next run in the same state: runs could
@@ -389,6 +414,11 @@ class ReplicaWorkflow:
             self._retry_after = None
             self._rounds_begun += 1
             self._updates_judged = self._received.updates
+            if round_start_rule:
+                self._round_start = _RoundStart(
+                    messages=self._tally.messages, received=dataclasses.replace(self._received),
+                    nudges=copy.deepcopy(self._nudges), paused=self.state.paused,
+                    rollout_active=self._rollout.active, queued=bool(self._controls.queued()))
             try:
                 outcome = await self._round()
             except _Failed:
@@ -400,8 +430,12 @@ class ReplicaWorkflow:
                 self._render()
                 return outcome
             self._render()
-            if self._retry_after is None and self._handover_reason() is not None:
-                continue  # hand over now (top of the loop), not after a wait that may last a whole terminationDelay
+            if self._retry_after is None:
+                reason = self._handover_reason(at_round_end=True)
+                if reason is not None:
+                    if round_start_rule:
+                        self._round_end_reason = reason
+                    continue  # hand over now (top of the loop), not after a wait that may last a terminationDelay
             await self._wait()
 
     async def _round(self) -> ReplicaOutcome | None:
@@ -424,7 +458,7 @@ class ReplicaWorkflow:
             if not result.skipped_reason:
                 return self._outcome(Phase.SCALED_IN, f"spec.replicas={snapshot.wanted_replicas}; "
                                                       f"deleted {len(result.deleted)} objects")
-            self._nudges.look_again = True  # wanted again: look once more
+            self._look_again()  # wanted again: look once more
             return None
         snapshot = await self._materialise(snapshot)
         topology = self.state.topology
@@ -453,7 +487,7 @@ class ReplicaWorkflow:
         self._set_phase(Phase.TERMINATING if termination is not None else self._phase_of(snapshot, evaluation))
         if termination is not None:
             carried_out = await self._terminate(topology, snapshot, termination, updating)
-            self._nudges.look_again = True  # look again at once: recreate, and see what is left
+            self._look_again()  # look again at once: recreate, and see what is left
             self._set_phase(Phase.CREATING if carried_out else self._phase_of(snapshot, evaluation))
         return None
 
@@ -476,6 +510,8 @@ class ReplicaWorkflow:
         if not snapshot.from_cache:
             self._fresh_next = False
         self._nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
+        if self._round_start is not None:
+            self._round_start.nudges.observed(snapshot, None if snapshot.from_cache else scheduled_at, reading)
         self._not_before(snapshot)
 
     def _materialises_on_read(self) -> bool:
@@ -539,7 +575,7 @@ class ReplicaWorkflow:
         updating = await self._rollout.round(topology, snapshot, hold=hold, run_activity=self._activity, now=self._now(),
                                              due_by=self._due_by(self.state.progress_fired))
         if self._rollout.step is not None and self._rollout.step.acts and not hold:
-            self._nudges.look_again = True  # recreate what was deleted at once
+            self._look_again()  # recreate what was deleted at once
         return updating
 
     def _now(self) -> datetime:
@@ -905,17 +941,22 @@ class ReplicaWorkflow:
             raise _Failed(message) from err
 
     # --- continue-as-new -------------------------------------------------------------------------------------------
-    def _handover_reason(self) -> str | None:
-        """Why this run should continue-as-new now, or None."""
+    def _handover_reason(self, *, at_round_end: bool = False) -> str | None:
+        """Why this run should continue-as-new now, or None. `at_round_end`: judged where a round ended, as of the
+        round's start under ROUND_START_RULE."""
+        start = self._round_start if at_round_end else None
         # Runs of baseline 14 on judge by the length they count (COUNTED_EVENTS_RULE).
         length = self._tally.events if self._patched.covers(COUNTED_EVENTS_RULE) else None
+        if start is not None and length is not None:
+            length -= self._tally.messages - start.messages
         reason = history_calls_for_handover(self.input.history_event_limit, self._patched, length)
         if reason is not None:
             return reason
-        spent = self._received.spent(self.input.signal_limit, self.input.update_limit)
+        received = start.received if start is not None else self._received
+        spent = received.spent(self.input.signal_limit, self.input.update_limit)
         if spent is not None and self._patched(SIGNAL_BUDGET_PATCH):
             return spent
-        return quiet_calls_for_handover(self._quiet, self._patched, length)
+        return quiet_calls_for_handover(lambda: self._quiet(start), self._patched, length)
 
     def _took_update_this_task(self) -> bool:
         """Whether an update was accepted in the task that would hand over. Runs of baseline 14 on count the updates
@@ -925,15 +966,29 @@ class ReplicaWorkflow:
             return self._received.updates > self._updates_judged
         return self._update_task == workflow.info().get_current_history_length()
 
-    def _quiet(self) -> bool:
+    def _quiet(self, start: _RoundStart | None = None) -> bool:
         """Nothing in flight: the last round found the replica Available with no deadline pending, no rolling-update
         turn, no fresh read owed, nothing paused, held, queued or failed, and no nudge waiting for a round. A hand-over
-        then splits no episode (a breach and its termination, a replica's update) across runs."""
+        then splits no episode (a breach and its termination, a replica's update) across runs. `start`: what messages
+        had set when the round began (ROUND_START_RULE), in place of what they have set since."""
         evaluation = self._evaluation
+        if start is not None:
+            paused, active, queued = start.paused, start.rollout_active, start.queued
+            nudged = start.nudges.due()
+        else:
+            paused, active, queued = self.state.paused, self._rollout.active, bool(self._controls.queued())
+            nudged = self._nudges.due()
         return (self._rounds_begun > 0 and self.state.phase is Phase.AVAILABLE and evaluation is not None
-                and not evaluation.deadlines and not evaluation.terminations and not self._rollout.active
-                and self._rollout.due is None and not self.state.paused and not self._held and not self._fresh_next
-                and self._retry_after is None and not self._controls.queued() and not self._nudges.due())
+                and not evaluation.deadlines and not evaluation.terminations and not active
+                and self._rollout.due is None and not paused and not self._held and not self._fresh_next
+                and self._retry_after is None and not queued and not nudged)
+
+    def _look_again(self) -> None:
+        """The round asks for another at once: a decision of the round itself, the same in every replay, so the
+        round-start copy of the nudges (ROUND_START_RULE) takes it too."""
+        self._nudges.look_again = True
+        if self._round_start is not None:
+            self._round_start.nudges.look_again = True
 
     def _next_input(self) -> ReplicaInput:
         nudges = self._nudges.carry()
@@ -959,7 +1014,7 @@ class ReplicaWorkflow:
     @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
     def rollout_turn(self, turn: RolloutTurn) -> None:
         """The rollout workflow grants (or changes, or revokes) this replica's turn of a rolling update."""
-        self._tally.add(EVENTS_PER_SIGNAL)
+        self._tally.add_message(EVENTS_PER_SIGNAL)
         if self._rollout.grant(turn):
             self._nudges.look_again = True
 
@@ -985,11 +1040,11 @@ class ReplicaWorkflow:
 
     def _took_signal(self, *, nudge: bool = False) -> None:
         self._received.signal(nudge=nudge)
-        self._tally.add(EVENTS_PER_SIGNAL)
+        self._tally.add_message(EVENTS_PER_SIGNAL)
 
     def _took_update(self) -> None:
         self._received.update()
-        self._tally.add(EVENTS_PER_UPDATE)
+        self._tally.add_message(EVENTS_PER_UPDATE)
         self._update_task = workflow.info().get_current_history_length()  # the same in every replay (UPDATE_HANDOVER_PATCH)
 
     @workflow.update(name=PAUSE)

@@ -85,6 +85,14 @@ QUIET_HANDOVER_PATCH = "quiet-handover"
 # is the same in every replay. Asking a patch there would record a marker on that same unstable condition, so runs of
 # baseline 13 and before keep the reported length and replay as recorded.
 COUNTED_EVENTS_RULE = "handover-on-counted-events"
+# Not a patch but a rule of input baseline 16: where a round ends, a hand-over is judged on what the run held when the
+# round began (its messages, pause, turn, queued requests, nudges) and on what the round itself did, never on a message
+# taken while the round ran. A message that arrives while the round's last local activity runs reaches the workflow
+# code before that activity's result in one execution and after it in another: the core groups them into activations
+# differently live and in a replay (fault run seed 4: tests/fixtures/incidents/README.md). Judged with it, the run
+# handed over live and a replay of the same history did not. Such a message is judged at the next wait instead: it
+# wakes the run, or is handed on to the next run with whatever else it has not read.
+ROUND_START_RULE = "handover-judged-as-of-round-start"
 
 
 def quiet_calls_for_handover(quiet: Callable[[], bool], patched: Callable[[str], bool] | None = None,
@@ -141,6 +149,11 @@ class EventTally:
     commands and the messages it takes, so every replay counts the same at the same point."""
 
     events: int = EVENTS_AT_RUN_START
+    messages: int = 0  # the part of `events` that signals and updates added (ROUND_START_RULE)
 
     def add(self, events: int) -> None:
         self.events += events
+
+    def add_message(self, events: int) -> None:
+        self.events += events
+        self.messages += events

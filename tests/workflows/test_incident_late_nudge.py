@@ -1,0 +1,124 @@
+"""Fault run seed 4, wider chaos (tests/fixtures/incidents/README.md): a nudge that came in while a round's last local
+activity ran reached the workflow code before that activity's result live, and after it in every replay. The run
+judged its quiet hand-over with the nudge counted live (52 events, past 50) and without it in a replay (48): the
+replay failed with a nondeterminism error.
+
+The incident's history is replayed here in both groupings, built from its own events: as recorded (the read's marker
+in the task that ran it, the nudge in the next task) and as the live worker grouped it (the read's result arriving
+with the nudge, after it). The second shape is a history Temporal writes when a local activity outlasts its task, and
+the core replays it the way the live worker ran the incident. Under input baseline 16 (ROUND_START_RULE) both
+groupings make the same decision: a hand-over where the round ends is judged as of the round's start."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHistory
+
+from tests.histories import replayer
+from workflows import signals
+from workflows.patches import INPUT_BASELINE_15, INPUT_BASELINE_16
+
+INCIDENT = Path(__file__).resolve().parents[1] / "fixtures" / "incidents" / "nondeterminism-late-nudge-seed4-wider-chaos.json"
+READ_MARKER, NUDGE, TASK_SCHEDULED, TASK_STARTED, TASK_COMPLETED = 48, 49, 50, 51, 52
+HANDOVER = (53, 54, 55)  # the quiet-handover patch marker, its search attribute upsert, the continue-as-new
+
+
+def _incident() -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(INCIDENT.read_text())
+    return body
+
+
+def _payload(data: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(base64.b64decode(data["data"]))
+
+
+def _set_payload(holder: dict[str, Any], value: Any) -> None:
+    holder["data"] = base64.b64encode(json.dumps(value).encode()).decode()
+
+
+def _history(order: list[int], *, baseline: int, nudged_pod: int | None = None) -> WorkflowHistory:
+    """The incident's events in `order` (ids as recorded), renumbered, under `baseline`; `nudged_pod`: the late
+    nudge stands for this Pod resourceVersion (the read it races reached 1221)."""
+    body = _incident()
+    by_id = {int(event["eventId"]): event for event in body["events"]}
+    events = [copy.deepcopy(by_id[event_id]) for event_id in order]
+    renumbered = {old: new for new, old in enumerate(order, start=1)}
+    completed = 0
+    for event in events:
+        event["eventId"] = str(renumbered[int(event["eventId"])])
+        attributes = next(value for key, value in event.items() if key.endswith("Attributes"))
+        if event["eventType"] == "EVENT_TYPE_WORKFLOW_TASK_COMPLETED":
+            completed = int(event["eventId"])
+        for key in ("scheduledEventId", "startedEventId"):
+            if key in attributes:
+                attributes[key] = str(renumbered[int(attributes[key])])
+        if "workflowTaskCompletedEventId" in attributes:
+            attributes["workflowTaskCompletedEventId"] = str(completed)  # commands belong to the task before them
+    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]
+    run_input = _payload(started)
+    assert run_input["baseline"] == INPUT_BASELINE_15, "recorded under baseline 15"
+    run_input["baseline"] = baseline
+    _set_payload(started, run_input)
+    if nudged_pod is not None and NUDGE in renumbered:
+        nudge = events[renumbered[NUDGE] - 1]
+        header = nudge["workflowExecutionSignaledEventAttributes"]["header"]["fields"]["grove-temporal-nudge-versions"]
+        assert _payload(header) == {"Pod": 1220}
+        _set_payload(header, {"Pod": nudged_pod})
+    return WorkflowHistory.from_json(body["workflowId"], {"events": events})
+
+
+BEFORE = list(range(1, READ_MARKER))  # events 1-47: through the task that ran the round
+# The read's result in the task that ran it, then the run hands over there: the nudge came after the run.
+RECORDED = [*BEFORE, READ_MARKER, *HANDOVER]
+# The task that ran the round completed without the read's result; the nudge came in, and the next task delivered
+# both, the nudge first; the run hands over in it. The incident's own events, as its live worker ran them.
+LIVE = [*BEFORE, NUDGE, TASK_SCHEDULED, TASK_STARTED, TASK_COMPLETED, READ_MARKER, *HANDOVER]
+# A replay checks the decision through the patch marker: a run that asks no patch where the history holds one fails,
+# and so does one that asks it where the history holds none. (A history that ends without a hand-over proves
+# nothing: a replay takes `patched` as False where no marker was recorded.)
+
+
+async def _replays(history: WorkflowHistory) -> str | None:
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    return None if result.replay_failure is None else str(result.replay_failure)
+
+
+async def test_the_incident_as_recorded_does_not_replay() -> None:
+    body = _incident()
+    history = WorkflowHistory.from_json(body["workflowId"], {"events": body["events"]})
+    failure = await _replays(history)
+    assert failure is not None and "quiet-handover" in failure, failure
+
+
+async def test_baseline_15_decides_by_the_grouping() -> None:
+    """The live grouping, handing over, is the incident's live execution: it replays. Judged without the nudge, the
+    recorded grouping asks no patch (48 events): the decision followed how the core grouped one activation."""
+    assert await _replays(_history(LIVE, baseline=INPUT_BASELINE_15)) is None
+    failure = await _replays(_history(RECORDED, baseline=INPUT_BASELINE_15))
+    assert failure is not None and "quiet-handover" in failure, failure
+
+
+async def test_under_baseline_16_a_covered_late_nudge_changes_no_decision() -> None:
+    """The nudge is for Pod 1220 and the read reached 1221. Judged as of the round's start the run stands at 48
+    events, under the threshold of 50, in either grouping: neither hands over where the round ends."""
+    for order in (RECORDED, LIVE):
+        failure = await _replays(_history(order, baseline=INPUT_BASELINE_16))
+        assert failure is not None and "quiet-handover" in failure, failure
+
+
+async def test_under_baseline_16_an_unread_late_nudge_changes_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nudge is for Pod 1230, past the read, and the threshold is lowered to 45 so that the round ends past it.
+    Under baseline 15 the live grouping sees the nudge unread and asks no patch, where the recorded one hands over.
+    Under 16 both hand over where the round ends; the nudge goes to the next run with what it has not read (its
+    successor's input, which a replay does not compare)."""
+    monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", 45)
+    assert await _replays(_history(RECORDED, baseline=INPUT_BASELINE_15, nudged_pod=1230)) is None
+    assert await _replays(_history(LIVE, baseline=INPUT_BASELINE_15, nudged_pod=1230)) is not None
+    for order in (RECORDED, LIVE):
+        assert await _replays(_history(order, baseline=INPUT_BASELINE_16, nudged_pod=1230)) is None
