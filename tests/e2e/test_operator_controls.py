@@ -22,6 +22,21 @@ def _comparable(status: ReplicaStatus) -> dict:
     return status.model_dump(exclude={"observed_at"})
 
 
+async def _settled(replica: Replica, *, timeout: float = 30) -> ReplicaStatus:
+    """The status once the replica is at rest: it has read (a run that has just handed over shows no PodCliques until
+    its first round) and two reads a second apart agree. A replica that was busy when it became Available hands
+    over once it is quiet, and its new run's first round changes the status without anything being asked of it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    previous = None
+    while asyncio.get_running_loop().time() < deadline:
+        status = await replica.status()
+        if status.cliques and previous is not None and _comparable(status) == _comparable(previous):
+            return status
+        previous = status
+        await asyncio.sleep(1)
+    raise AssertionError(f"the replica's status did not settle in {timeout:.0f} s: {previous}")
+
+
 async def test_pause_resume_and_force_terminate(
         cluster: Cluster, worker_process: WorkerProcess, temporal_client: Client, timeline: Timeline,
         histories: Histories) -> None:
@@ -92,7 +107,7 @@ async def test_pause_resume_and_force_terminate(
 
     # --- force-terminate naming something that does not exist: rejected, nothing changes ---
     before = cluster.inventory()
-    status_before = await replica.status()
+    status_before = await _settled(replica)
     for request, expected in (
         (ForceTerminateRequest(reason="x", scaling_group="sg", scaling_group_replica=5),
          "PodCliqueScalingGroup 'ctl-0-sg' has replicas 0..1, not 5"),
