@@ -45,8 +45,7 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, body)
 
 
-# Each history read's RPC deadline (the read takes milliseconds). It is kept in the SDK's core, and a stalled call of
-# an e2e test's client once outlived such a deadline: tests/e2e/harness.py `bounded` adds an asyncio timer.
+# Each history read's RPC deadline (the read takes milliseconds).
 FETCH_TIMEOUT = timedelta(seconds=30)
 
 

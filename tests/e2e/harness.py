@@ -296,10 +296,10 @@ def wait_for(predicate: Callable[[], T], *, timeout: float = 60, interval: float
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}; last value: {last!r}")
 
 
-# A call of the tests' Temporal client once sat for a test's whole 900 s (two CI runs of 2026-12-03, both in
-# test_scaling's first test, after its last scale write) while the workflow answered other clients' queries at once:
-# the test's event loop held no timer, and the process no connection to Temporal, so the call's own RPC deadline, kept
-# in the SDK's Rust core, never fired. An asyncio timer bounds each such call, and a call cut off is made once more.
+# Each call of the tests' Temporal client that waits on the server (a status query, a history read) is bounded by an
+# asyncio timer and made once more when cut off, so that a call that stalls names itself. (The 900 s stall that
+# prompted this, in test_scaling's first test, was a replay: worker/doctor.py has_a_workflow_task. A timer cannot
+# cut that one off: the Replayer ignores the cancellation.)
 CALL_BOUND_SECONDS = 30.0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
 
 from tests import histories
 from worker.doctor import (
@@ -15,6 +16,7 @@ from worker.doctor import (
     Sweep,
     _prefix,
     find_reset_point,
+    has_a_workflow_task,
     named_event,
     plan_at,
     replay_error,
@@ -23,6 +25,19 @@ from worker.doctor import (
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 INCIDENT = FIXTURES / "incidents" / "nondeterminism-round52.json"
+
+
+@pytest.mark.timeout(60)
+async def test_a_run_read_before_its_first_workflow_task_is_not_replayed() -> None:
+    """A run read right after it began (a continue-as-new as an e2e test ended) holds its start event alone, and
+    temporalio's Replayer never returns from that, not even when cancelled: the test's whole 900 s went on one. Such
+    a run has nothing to replay; one more event (its first task scheduled) and the Replayer answers."""
+    events = list(histories.load(FIXTURES / "histories" / "s1_start_to_available.json").events)
+    started_only = WorkflowHistory("started-only", events[:1])
+    first_task = WorkflowHistory("first-task", events[:2])
+    assert not has_a_workflow_task(started_only) and has_a_workflow_task(first_task)
+    assert await replay_error(started_only) is None
+    assert await replay_error(first_task) is None
 
 
 async def test_the_round52_incident_resets_to_the_task_that_scheduled_the_unreplayable_activity() -> None:
