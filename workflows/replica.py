@@ -307,6 +307,7 @@ class _RoundStart:
     nudges: Nudges
     paused: bool
     rollout_active: bool
+    turns_ended: int  # ReplicaRollout.turns_ended: a turn the round itself ends is over at the round's end
     queued: bool
 
 
@@ -418,7 +419,8 @@ class ReplicaWorkflow:
                 self._round_start = _RoundStart(
                     messages=self._tally.messages, received=dataclasses.replace(self._received),
                     nudges=copy.deepcopy(self._nudges), paused=self.state.paused,
-                    rollout_active=self._rollout.active, queued=bool(self._controls.queued()))
+                    rollout_active=self._rollout.active, turns_ended=self._rollout.turns_ended,
+                    queued=bool(self._controls.queued()))
             try:
                 outcome = await self._round()
             except _Failed:
@@ -973,7 +975,8 @@ class ReplicaWorkflow:
         had set when the round began (ROUND_START_RULE), in place of what they have set since."""
         evaluation = self._evaluation
         if start is not None:
-            paused, active, queued = start.paused, start.rollout_active, start.queued
+            paused, queued = start.paused, start.queued
+            active = start.rollout_active and self._rollout.turns_ended == start.turns_ended
             nudged = start.nudges.due()
         else:
             paused, active, queued = self.state.paused, self._rollout.active, bool(self._controls.queued())

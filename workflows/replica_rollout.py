@@ -49,6 +49,7 @@ class ReplicaRollout:
         self._patched = patched  # the replica's PatchSet (workflows/patches.py)
         self.step: ReplicaStep | None = None  # transient: the last round's step
         self.due: datetime | None = None  # transient: the earliest progressDeadline of the last round
+        self.turns_ended = 0  # transient: turns this run's rounds have seen through to the end
 
     @property
     def state(self) -> ReplicaRolloutCarry:
@@ -103,6 +104,7 @@ class ReplicaRollout:
             await self._report(turn, "done", f"replica {self.ref.replica} updated to {turn.generation_hash} "
                                              "and Ready >= minAvailable")
             self.state = ReplicaRolloutCarry(reported=self.state.reported, last_step="turn complete")
+            self.turns_ended += 1
             self.step = None
             return frozenset()
         if self.state.halted:

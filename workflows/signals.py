@@ -86,12 +86,13 @@ QUIET_HANDOVER_PATCH = "quiet-handover"
 # baseline 13 and before keep the reported length and replay as recorded.
 COUNTED_EVENTS_RULE = "handover-on-counted-events"
 # Not a patch but a rule of input baseline 16: where a round ends, a hand-over is judged on what the run held when the
-# round began (its messages, pause, turn, queued requests, nudges) and on what the round itself did, never on a message
-# taken while the round ran. A message that arrives while the round's last local activity runs reaches the workflow
-# code before that activity's result in one execution and after it in another: the core groups them into activations
-# differently live and in a replay (fault run seed 4: tests/fixtures/incidents/README.md). Judged with it, the run
-# handed over live and a replay of the same history did not. Such a message is judged at the next wait instead: it
-# wakes the run, or is handed on to the next run with whatever else it has not read.
+# round began (its messages, pause, turn, queued requests, nudges) and on what the round itself did (a turn it saw
+# through to the end is over, a read answers the nudges it reached), never on a message taken while the round ran. A
+# message that arrives while the round's last local activity runs reaches the workflow code before that activity's
+# result in one execution and after it in another: the core groups them into activations differently live and in a
+# replay (fault run seed 4: tests/fixtures/incidents/README.md). Judged with it, the run handed over live and a
+# replay of the same history did not. Such a message is judged at the next wait instead: it wakes the run, or is
+# handed on to the next run with whatever else it has not read.
 ROUND_START_RULE = "handover-judged-as-of-round-start"
 
 
