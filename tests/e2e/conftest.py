@@ -87,8 +87,9 @@ class Histories:
             if not has_a_workflow_task(history):  # a run just begun (a hand-over as the test ended): nothing yet
                 print(f"run {number} of {handle.id} has no workflow task yet: not replayed, not recorded")
                 continue
-            # Milliseconds each; bounded, so that a replay that never ends names itself. Not made again: a replay
-            # depends on nothing outside this process.
+            # Milliseconds each; bounded, so that a replay that is merely slow names itself (one that hangs in the
+            # SDK's core ignores the cancellation: has_a_workflow_task above is what keeps that one out). Not made
+            # again: a replay depends on nothing outside this process.
             await bounded(functools.partial(recorded.replayer().replay_workflow, history),
                           f"replaying run {number} of {handle.id} ({len(history.events)} events)",
                           REPLAY_TIMEOUT_SECONDS, attempts=1)
