@@ -7,9 +7,12 @@ fixtures that tests/workflows/test_replay.py replays at unit speed.
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -57,3 +60,40 @@ async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistor
         histories.append(await client.get_workflow_handle(workflow_id, run_id=previous)
                          .fetch_history(rpc_timeout=FETCH_TIMEOUT))
     return histories
+
+
+def payload(holder: dict[str, Any]) -> Any:
+    """The JSON value of a payload as a history file holds it (base64 `data`)."""
+    return json.loads(base64.b64decode(holder["data"]))
+
+
+def set_payload(holder: dict[str, Any], value: Any) -> None:
+    holder["data"] = base64.b64encode(json.dumps(value).encode()).decode()
+
+
+def regrouped(path: Path, order: list[int], *, recorded_baseline: int, baseline: int) -> tuple[str, list[dict[str, Any]]]:
+    """The workflow id and events of the history file at `path`, in `order` (event ids as recorded) and renumbered,
+    the run's input moved from `recorded_baseline` (checked) to `baseline`: to replay an incident in the grouping
+    another execution would have recorded, or as a later baseline would have written it. A command belongs to the
+    workflow task completed before it."""
+    body = json.loads(path.read_text())
+    by_id = {int(event["eventId"]): event for event in body["events"]}
+    events = [copy.deepcopy(by_id[event_id]) for event_id in order]
+    renumbered = {old: new for new, old in enumerate(order, start=1)}
+    completed = 0
+    for event in events:
+        event["eventId"] = str(renumbered[int(event["eventId"])])
+        attributes = next(value for key, value in event.items() if key.endswith("Attributes"))
+        if event["eventType"] == "EVENT_TYPE_WORKFLOW_TASK_COMPLETED":
+            completed = int(event["eventId"])
+        for key in ("scheduledEventId", "startedEventId"):
+            if key in attributes:
+                attributes[key] = str(renumbered[int(attributes[key])])
+        if "workflowTaskCompletedEventId" in attributes:
+            attributes["workflowTaskCompletedEventId"] = str(completed)
+    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]
+    run_input = payload(started)
+    assert run_input["baseline"] == recorded_baseline, f"recorded under baseline {recorded_baseline}"
+    run_input["baseline"] = baseline
+    set_payload(started, run_input)
+    return str(body["workflowId"]), events

@@ -40,7 +40,8 @@ INPUT_BASELINE_13 = 13  # baseline 12, in the run's input instead of a marker
 INPUT_BASELINE_14 = 14  # baseline 13, plus hand-overs judged on the history length a run counts
 INPUT_BASELINE_15 = 15  # baseline 14, plus a new replica's first read materialising it
 INPUT_BASELINE_16 = 16  # baseline 15, plus a hand-over at a round's end judged as of the round's start
-NEWEST_INPUT_BASELINE = INPUT_BASELINE_16  # what this release writes into the runs it begins
+INPUT_BASELINE_17 = 17  # baseline 16, plus quiet-handover: no patch is asked where a run hands over
+NEWEST_INPUT_BASELINE = INPUT_BASELINE_17  # what this release writes into the runs it begins
 
 
 class NewerBaselineError(RuntimeError):

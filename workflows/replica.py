@@ -101,6 +101,7 @@ with workflow.unsafe.imports_passed_through():
         INPUT_BASELINE_14,
         INPUT_BASELINE_15,
         INPUT_BASELINE_16,
+        INPUT_BASELINE_17,
         NEWEST_INPUT_BASELINE,
         REPLICA_BASELINE_2_PATCH,
         REPLICA_BASELINE_3_PATCH,
@@ -129,6 +130,7 @@ with workflow.unsafe.imports_passed_through():
         EVENTS_PER_UPDATE,
         EVENTS_PER_UPSERT,
         HISTORY_CAP_PATCH,
+        QUIET_HANDOVER_PATCH,
         ROUND_START_RULE,
         SIGNAL_BUDGET_PATCH,
         EventTally,
@@ -283,8 +285,13 @@ REPLICA_BASELINE_14 = REPLICA_BASELINE_13 | {COUNTED_EVENTS_RULE}
 REPLICA_BASELINE_15 = REPLICA_BASELINE_14 | {FIRST_READ_MATERIALISES_RULE}
 # Baseline 16: a hand-over where a round ends is judged as of the round's start (ROUND_START_RULE, workflows/signals.py).
 REPLICA_BASELINE_16 = REPLICA_BASELINE_15 | {ROUND_START_RULE}
+# Baseline 17 takes in the last patch asked where a run decides, QUIET_HANDOVER_PATCH (workflows/signals.py): a
+# replay answers `patched` from the markers of the task it is replaying, and the code that decides a quiet hand-over
+# can run one task later live than in a replay (fault run seed 7: tests/fixtures/incidents/README.md).
+REPLICA_BASELINE_17 = REPLICA_BASELINE_16 | {QUIET_HANDOVER_PATCH}
 RECORDED_BASELINES = {INPUT_BASELINE_13: REPLICA_BASELINE_13, INPUT_BASELINE_14: REPLICA_BASELINE_14,
-                      INPUT_BASELINE_15: REPLICA_BASELINE_15, INPUT_BASELINE_16: REPLICA_BASELINE_16}
+                      INPUT_BASELINE_15: REPLICA_BASELINE_15, INPUT_BASELINE_16: REPLICA_BASELINE_16,
+                      INPUT_BASELINE_17: REPLICA_BASELINE_17}
 REPLICA_BASELINES = ((REPLICA_BASELINE_12_PATCH, REPLICA_BASELINE_12), (REPLICA_BASELINE_11_PATCH, REPLICA_BASELINE_11),
                      (REPLICA_BASELINE_10_PATCH, REPLICA_BASELINE_10), (REPLICA_BASELINE_9_PATCH, REPLICA_BASELINE_9), (REPLICA_BASELINE_8_PATCH, REPLICA_BASELINE_8),
                      (REPLICA_BASELINE_7_PATCH, REPLICA_BASELINE_7), (REPLICA_BASELINE_6_PATCH, REPLICA_BASELINE_6),

@@ -73,6 +73,9 @@ def history_calls_for_handover(limit: int, patched: Callable[[str], bool] | None
 # after a rolling update, the restarted worker recovered them all in 43 s with it and 75 s without (docs/benchmarks.md).
 QUIET_HISTORY_EVENTS = 50
 # Patch: continue-as-new when quiet past QUIET_HISTORY_EVENTS. Asked only there, so a recorded run replays as before.
+# Input baseline 17 takes it in, so runs begun under it ask nothing there: a replay answers `patched` from the markers
+# of the task it replays, and the code after a local activity's result can run a task later live than in a replay
+# (fault run seed 7: tests/fixtures/incidents/README.md).
 QUIET_HANDOVER_PATCH = "quiet-handover"
 # Not a patch but a rule a run's input baseline takes in (workflows/patches.py PatchSet.covers): hand-overs are judged
 # on the history length the run counts itself (EventTally), not on get_current_history_length(). That length is

@@ -11,8 +11,6 @@ groupings make the same decision: a hand-over where the round ends is judged as 
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHistory
 
-from tests.histories import replayer
+from tests.histories import payload, regrouped, replayer, set_payload
 from workflows import signals
 from workflows.patches import INPUT_BASELINE_15, INPUT_BASELINE_16
 
@@ -34,43 +32,16 @@ def _incident() -> dict[str, Any]:
     return body
 
 
-def _payload(data: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(base64.b64decode(data["data"]))
-
-
-def _set_payload(holder: dict[str, Any], value: Any) -> None:
-    holder["data"] = base64.b64encode(json.dumps(value).encode()).decode()
-
-
 def _history(order: list[int], *, baseline: int, nudged_pod: int | None = None) -> WorkflowHistory:
     """The incident's events in `order` (ids as recorded), renumbered, under `baseline`; `nudged_pod`: the late
     nudge stands for this Pod resourceVersion (the read it races reached 1221)."""
-    body = _incident()
-    by_id = {int(event["eventId"]): event for event in body["events"]}
-    events = [copy.deepcopy(by_id[event_id]) for event_id in order]
-    renumbered = {old: new for new, old in enumerate(order, start=1)}
-    completed = 0
-    for event in events:
-        event["eventId"] = str(renumbered[int(event["eventId"])])
-        attributes = next(value for key, value in event.items() if key.endswith("Attributes"))
-        if event["eventType"] == "EVENT_TYPE_WORKFLOW_TASK_COMPLETED":
-            completed = int(event["eventId"])
-        for key in ("scheduledEventId", "startedEventId"):
-            if key in attributes:
-                attributes[key] = str(renumbered[int(attributes[key])])
-        if "workflowTaskCompletedEventId" in attributes:
-            attributes["workflowTaskCompletedEventId"] = str(completed)  # commands belong to the task before them
-    started = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]
-    run_input = _payload(started)
-    assert run_input["baseline"] == INPUT_BASELINE_15, "recorded under baseline 15"
-    run_input["baseline"] = baseline
-    _set_payload(started, run_input)
-    if nudged_pod is not None and NUDGE in renumbered:
-        nudge = events[renumbered[NUDGE] - 1]
+    workflow_id, events = regrouped(INCIDENT, order, recorded_baseline=INPUT_BASELINE_15, baseline=baseline)
+    if nudged_pod is not None and NUDGE in order:
+        nudge = events[order.index(NUDGE)]
         header = nudge["workflowExecutionSignaledEventAttributes"]["header"]["fields"]["grove-temporal-nudge-versions"]
-        assert _payload(header) == {"Pod": 1220}
-        _set_payload(header, {"Pod": nudged_pod})
-    return WorkflowHistory.from_json(body["workflowId"], {"events": events})
+        assert payload(header) == {"Pod": 1220}
+        set_payload(header, {"Pod": nudged_pod})
+    return WorkflowHistory.from_json(workflow_id, {"events": events})
 
 
 BEFORE = list(range(1, READ_MARKER))  # events 1-47: through the task that ran the round

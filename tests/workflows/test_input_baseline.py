@@ -5,17 +5,24 @@ number this release does not know fails the workflow task, not the workflow. Aga
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
 
+from localstack.temporal import TemporalDevServer
 from tests.e2e.harness import await_for
 from tests.histories import replayer
 from tests.workflows.test_replica_workflow import ScriptedCluster, _pcs, _run, _until
 from worker.history_activities import PATCH_MARKER, local_activity, patches_in
-from workflows import contract
-from workflows.messages import Phase, ReplicaInput
+from workflows import contract, nudge_versions, nudges, replica, replica_rollout, signals
+from workflows.messages import Nudge, Phase, ReplicaInput
+from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.patches import INPUT_BASELINE_14, INPUT_BASELINE_15, NEWEST_INPUT_BASELINE
-from workflows.replica import REPLICA_BASELINE_13
+from workflows.replica import RECORDED_BASELINES, REPLICA_BASELINE_13
 
 CHANGE_VERSION = "TemporalChangeVersion"
 
@@ -111,3 +118,37 @@ async def test_a_new_replicas_first_read_materialises_it_from_baseline_15_on(cli
             assert cluster.calls[:2] == ["observe (cache)", "materialise"], cluster.calls
             assert first_task == [contract.OBSERVE_REPLICA_CACHED], _local_activities(history)
     assert counts[INPUT_BASELINE_15] == counts[INPUT_BASELINE_14] - 1, f"one marker less: {counts}"
+
+
+def test_the_newest_baseline_takes_in_every_replica_patch() -> None:
+    """A run begun under the newest baseline asks no patch: a replay answers `patched` from the markers of the
+    workflow task it replays, and code after a local activity's result can run one task later live than in a replay
+    (tests/workflows/test_incident_patch_in_later_task.py). A new patch comes with a new baseline number."""
+    defined = {value for module in (replica, signals, nudges, replica_rollout) for name, value in vars(module).items()
+               if name.endswith("_PATCH") and isinstance(value, str) and not value.startswith("replica-baseline")}
+    assert defined, "the replica's patches"
+    assert not defined - RECORDED_BASELINES[NEWEST_INPUT_BASELINE], "patches the newest baseline leaves out"
+
+
+async def test_a_quiet_hand_over_under_the_newest_baseline_records_no_marker(
+        dev_server: TemporalDevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    threshold = 30  # lowered: a new one-clique replica is Available at about 15 events, each nudged round adds more
+    monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", threshold)
+    client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter,
+                                  interceptors=[NudgeVersionsInterceptor()])
+    cluster = ScriptedCluster(_pcs("quiet-unmarked"))
+    worker, handle = await _run(client, cluster, baseline=NEWEST_INPUT_BASELINE)
+    version = iter(range(100, 10_000))
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
+        first_run = (await handle.describe()).run_id
+        while (await handle.describe()).run_id == first_run:
+            with nudge_versions.sending({"Pod": next(version)}):
+                await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+            await asyncio.sleep(0.2)
+        history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
+        await handle.terminate("test over")
+    assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    assert threshold < len(history.events) < signals.HISTORY_EVENTS_PER_RUN, "handed over as quiet"
+    assert _patch_markers(history) == 0 and _change_version_upserts(history) == 0
+    await replayer().replay_workflow(history)
