@@ -94,7 +94,12 @@ async def test_simple2_starts_in_the_order_its_comments_describe(
     for pod in cluster.pods():
         annotation = (pod["metadata"].get("annotations") or {}).get(names.ANNOTATION_STARTUP)
         assert annotation in (None, names.STARTUP_RELEASED), pod["metadata"]["name"]
-    started = [e["message"] for e in cluster.events("StartupReleased")]
-    assert any("simple2-0-pcd after simple2-0-pcb, simple2-0-pcc Ready" in m for m in started), started
+    # The Event is created after the pods' patch, which KWOK may turn Ready first (CI on 363b348 listed the Events
+    # between the two, 61 ms after pcb/pcc were Ready, and found pcd's not yet written).
+    def pcd_started() -> list[str] | None:
+        started = [e["message"] for e in cluster.events("StartupReleased")]
+        return started if any("simple2-0-pcd after simple2-0-pcb, simple2-0-pcc Ready" in m for m in started) else None
+
+    wait_for(pcd_started, timeout=10, what="a StartupReleased Event for pcd")
     await replica.wait(lambda s: not s.startup, what="no startup order pending")
     await histories.keep(replica.handle, "startup_order_simple2")
