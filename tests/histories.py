@@ -20,6 +20,7 @@ from temporalio.worker import Interceptor, Replayer
 
 from faults.history import write_history
 from worker.app import workflow_runner
+from worker.doctor import replay_error
 from workflows.nudge_versions import NudgeVersionsInterceptor
 from workflows.reconciler import ReconcilerWorkflow
 from workflows.replica import ReplicaWorkflow
@@ -60,6 +61,12 @@ async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistor
         histories.append(await client.get_workflow_handle(workflow_id, run_id=previous)
                          .fetch_history(rpc_timeout=FETCH_TIMEOUT))
     return histories
+
+
+async def replay_failure(history: WorkflowHistory) -> str | None:
+    """Why `history` does not replay as a worker replays it (`replayer()`), or None where it does."""
+    error = await replay_error(history, replayer())
+    return None if error is None else str(error)
 
 
 def payload(holder: dict[str, Any]) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowHistory
 
-from tests.histories import payload, regrouped, replayer, set_payload
+from tests.histories import payload, regrouped, replay_failure, set_payload
 from workflows import signals
 from workflows.patches import INPUT_BASELINE_15, INPUT_BASELINE_16
 
@@ -55,23 +55,18 @@ LIVE = [*BEFORE, NUDGE, TASK_SCHEDULED, TASK_STARTED, TASK_COMPLETED, READ_MARKE
 # nothing: a replay takes `patched` as False where no marker was recorded.)
 
 
-async def _replays(history: WorkflowHistory) -> str | None:
-    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
-    return None if result.replay_failure is None else str(result.replay_failure)
-
-
 async def test_the_incident_as_recorded_does_not_replay() -> None:
     body = _incident()
     history = WorkflowHistory.from_json(body["workflowId"], {"events": body["events"]})
-    failure = await _replays(history)
+    failure = await replay_failure(history)
     assert failure is not None and "quiet-handover" in failure, failure
 
 
 async def test_baseline_15_decides_by_the_grouping() -> None:
     """The live grouping, handing over, is the incident's live execution: it replays. Judged without the nudge, the
     recorded grouping asks no patch (48 events): the decision followed how the core grouped one activation."""
-    assert await _replays(_history(LIVE, baseline=INPUT_BASELINE_15)) is None
-    failure = await _replays(_history(RECORDED, baseline=INPUT_BASELINE_15))
+    assert await replay_failure(_history(LIVE, baseline=INPUT_BASELINE_15)) is None
+    failure = await replay_failure(_history(RECORDED, baseline=INPUT_BASELINE_15))
     assert failure is not None and "quiet-handover" in failure, failure
 
 
@@ -79,7 +74,7 @@ async def test_under_baseline_16_a_covered_late_nudge_changes_no_decision() -> N
     """The nudge is for Pod 1220 and the read reached 1221. Judged as of the round's start the run stands at 48
     events, under the threshold of 50, in either grouping: neither hands over where the round ends."""
     for order in (RECORDED, LIVE):
-        failure = await _replays(_history(order, baseline=INPUT_BASELINE_16))
+        failure = await replay_failure(_history(order, baseline=INPUT_BASELINE_16))
         assert failure is not None and "quiet-handover" in failure, failure
 
 
@@ -89,7 +84,7 @@ async def test_under_baseline_16_an_unread_late_nudge_changes_no_decision(monkey
     Under 16 both hand over where the round ends; the nudge goes to the next run with what it has not read (its
     successor's input, which a replay does not compare)."""
     monkeypatch.setattr(signals, "QUIET_HISTORY_EVENTS", 45)
-    assert await _replays(_history(RECORDED, baseline=INPUT_BASELINE_15, nudged_pod=1230)) is None
-    assert await _replays(_history(LIVE, baseline=INPUT_BASELINE_15, nudged_pod=1230)) is not None
+    assert await replay_failure(_history(RECORDED, baseline=INPUT_BASELINE_15, nudged_pod=1230)) is None
+    assert await replay_failure(_history(LIVE, baseline=INPUT_BASELINE_15, nudged_pod=1230)) is not None
     for order in (RECORDED, LIVE):
-        assert await _replays(_history(order, baseline=INPUT_BASELINE_16, nudged_pod=1230)) is None
+        assert await replay_failure(_history(order, baseline=INPUT_BASELINE_16, nudged_pod=1230)) is None
