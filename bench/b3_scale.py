@@ -40,6 +40,7 @@ from bench.sampling import (
     Reading,
     history_kinds,
     history_lengths,
+    idle_tasks_per_replica,
     queue_waits,
     sample_histories,
     wait_quiet,
@@ -257,6 +258,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "history_events_total": sum(lengths.values()),
         "history_event_kinds_per_replica": history_kinds(sampled),
         "workflow_task_queue_wait": queue_waits(sampled),
+        "idle_workflow_tasks_per_replica": idle_tasks_per_replica(sampled),
         **figures,
     }
 

@@ -18,7 +18,7 @@ from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, OBSERVE_READS, Counters
 from bench.stats import summary
 from localstack.workerproc import WorkerProcess
-from worker.history_activities import event_kinds, task_waits
+from worker.history_activities import event_kinds, idle_tasks, task_waits
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
 BACKGROUND_RESOURCES = ("leases",)
@@ -157,6 +157,12 @@ def history_kinds(histories: list[list[HistoryEvent]]) -> dict[str, float]:
     for events in histories:
         totals.update(event_kinds(events))
     return {kind: round(count / len(histories), 2) for kind, count in totals.most_common()} if histories else {}
+
+
+def idle_tasks_per_replica(histories: list[list[HistoryEvent]]) -> float:
+    """How many workflow tasks per replica did nothing (worker/history_activities.py, idle_tasks): mostly nudges
+    for a change the replica's last read had already seen."""
+    return round(sum(idle_tasks(events) for events in histories) / len(histories), 2) if histories else 0.0
 
 
 def queue_waits(histories: list[list[HistoryEvent]]) -> dict[str, Any]:

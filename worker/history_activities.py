@@ -109,6 +109,29 @@ def event_kinds(events: list[HistoryEvent]) -> dict[str, int]:
     return dict(Counter(_kind(event, activity_of) for event in events))
 
 
+# Events a workflow task's commands record right after its WORKFLOW_TASK_COMPLETED.
+_COMMAND_EVENTS = frozenset({
+    EventType.EVENT_TYPE_MARKER_RECORDED, EventType.EVENT_TYPE_TIMER_STARTED, EventType.EVENT_TYPE_TIMER_CANCELED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED,
+    EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+    EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+    EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
+    EventType.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
+})
+
+
+def idle_tasks(events: list[HistoryEvent]) -> int:
+    """Workflow tasks that completed having done nothing: no command, no local activity (nothing recorded right
+    after their WORKFLOW_TASK_COMPLETED). A nudge whose change the workflow's last read had already seen costs one
+    (its signal and the task's three events)."""
+    return sum(1 for event, after in zip(events, [*events[1:], None], strict=True)
+               if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+               and (after is None or after.event_type not in _COMMAND_EVENTS))
+
+
 @dataclass(frozen=True)
 class TaskWait:
     """How long one workflow task waited in a task queue, from its WORKFLOW_TASK_SCHEDULED to its STARTED."""

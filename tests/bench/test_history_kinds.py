@@ -9,7 +9,7 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from tests.bench.test_once import local_release, release
-from worker.history_activities import TaskWait, event_kinds, task_waits
+from worker.history_activities import TaskWait, event_kinds, idle_tasks, task_waits
 
 
 def _event(event_id: int, kind: EventType.ValueType) -> HistoryEvent:
@@ -67,3 +67,17 @@ def test_task_waits_are_timed_from_each_tasks_scheduling_and_a_wait_after_a_stic
     ]
     assert task_waits(events) == [TaskWait(0.25, False), TaskWait(25.5, True)]
     assert task_waits(events[:9]) == [TaskWait(0.25, False)], "a task not started yet has no wait"
+
+
+def test_a_workflow_task_that_recorded_nothing_is_idle_and_one_that_read_or_waited_is_not() -> None:
+    """The first task reads (a local activity's marker) and the second starts a timer: neither is idle. The third,
+    for a nudge whose change the read had seen, records nothing, nor does the last, which ends the history."""
+    marker, timer = EventType.EVENT_TYPE_MARKER_RECORDED, EventType.EVENT_TYPE_TIMER_STARTED
+    completed, scheduled = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+    events = [_event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), _event(2, scheduled), _event(3, completed),
+              _event(4, marker), _signal(5, "nudge"), _event(6, scheduled), _event(7, completed), _event(8, timer),
+              _signal(9, "nudge"), _event(10, scheduled), _event(11, completed), _signal(12, "nudge"),
+              _event(13, scheduled), _event(14, completed)]
+    assert idle_tasks(events) == 2
+    assert idle_tasks(events[:11]) == 1
+    assert idle_tasks(events[:8]) == 0
