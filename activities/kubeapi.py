@@ -481,12 +481,15 @@ def resource_version(obj: JSON) -> int | None:
 
 def slim(obj: JSON) -> JSON:
     """What a follower keeps of an object: enough to map a later DELETED (or one that vanished between two lists) to
-    its PodCliqueSet replica."""
-    meta = obj.get("metadata", {})
+    its PodCliqueSet replica, and a PodClique's minAvailable (a pod's Ready that reaches it is a change to act on)."""
+    meta, spec = obj.get("metadata", {}), obj.get("spec") or {}
+    kept = {"replicas": spec.get("replicas")}
+    if "minAvailable" in spec:
+        kept["minAvailable"] = spec["minAvailable"]
     return {
         "metadata": {"namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid"),
                      "labels": meta.get("labels") or {}},
-        "spec": {"replicas": (obj.get("spec") or {}).get("replicas")},
+        "spec": kept,
     }
 
 

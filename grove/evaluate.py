@@ -6,7 +6,7 @@ the only place that advances it. Everything is a pure function of its arguments:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -143,6 +143,26 @@ def evaluate_replica(
         deadlines=plan.deadlines,
         terminations=plan.terminations,
     )
+
+
+def remember_reached(memory: ReplicaMemory, observed: ReplicaObservation,
+                     reached: Mapping[str, str]) -> tuple[ReplicaMemory, dict[str, str]]:
+    """Take PodCliques the watcher saw at or past minAvailable (PCLQ name -> UID) as having reached it, where this
+    observation shows that very incarnation outside a rolling update: a Ready that was gained and lost between two
+    reads still set the sticky bit (DESIGN §4.4: "the first time ready >= minAvailable"). Returns the memory and what
+    is left for a later observation: the PodCliques this one does not show (a read that lags the watcher). One it
+    shows under another UID is dropped: that report is of another incarnation."""
+    was_available = dict(memory.was_available)
+    left: dict[str, str] = {}
+    for name, uid in reached.items():
+        seen = observed.cliques.get(name)
+        if seen is None:
+            left[name] = uid
+        elif seen.uid == uid and not seen.update_in_progress and memory.terminated.get(name) != uid:
+            was_available[name] = uid
+    if was_available == memory.was_available:
+        return memory, left
+    return memory.model_copy(update={"was_available": was_available}), left
 
 
 def forget_terminated(memory: ReplicaMemory, termination: Termination) -> ReplicaMemory:

@@ -41,6 +41,15 @@ that only moves status waits up to the status window (`nudge_status_window`, wor
 change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a change for
 status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a replica
 Ready goes at once, with what was held: the replica is up, and its Available waits on it.
+
+The Ready that brings a PodClique to its minAvailable may wait too, yet the workflow acts on it: the first time sets
+the PodClique's was-available bit, without which a later loss is no breach. So every watcher remembers, per replica,
+the PodCliques (name and UID) a watch event showed at or past minAvailable, and every nudge to the replica carries
+them (workflows/nudge_versions.py); the workflow's next round takes each as having reached it where its read shows
+that incarnation (grove/evaluate.py, remember_reached). Before, a Ready gained and lost within the window left every
+read showing the PodClique short, as if never available, and the loss was no breach. Only a watch event vouches (an
+item of a relist may sit beside pods of an older state), and only for a PodClique whose minAvailable the watcher has
+heard; a Ready in one it has not heard goes at once.
 """
 
 from __future__ import annotations
@@ -150,6 +159,7 @@ class _PodFacts:
     waiting: bool  # held by startup order until pods of other cliques are Ready
     clique: str | None
     template: str | None  # the pod template hash: two in one PodClique mean a rollout is under way
+    terminating: bool = False  # only Ready pods not being deleted count towards minAvailable
 
     @staticmethod
     def of(pod: JSON) -> _PodFacts:
@@ -159,7 +169,8 @@ class _PodFacts:
                          bound=bool((pod.get("spec") or {}).get("nodeName")),
                          ready=pod_ready(pod), gated=pod_gated(pod),
                          waiting=(meta.get("annotations") or {}).get(names.ANNOTATION_STARTUP) == names.STARTUP_WAITING,
-                         clique=labels.get(names.LABEL_PODCLIQUE), template=labels.get(names.LABEL_POD_TEMPLATE_HASH))
+                         clique=labels.get(names.LABEL_PODCLIQUE), template=labels.get(names.LABEL_POD_TEMPLATE_HASH),
+                         terminating=bool(meta.get("deletionTimestamp")))
 
 # A signal's deadline. Without one a call sent into a connection whose packets are being dropped was seen to hang for
 # three minutes after the partition had ended (fault smoke, a worker cut off from Temporal for 9 s), holding that
@@ -213,6 +224,8 @@ class Nudger:
         self._in_flight: set[str] = set()
         self._wake = asyncio.Event()
         self.on_missing: Callable[[str], None] = lambda workflow_id: None
+        # What a nudge to this workflow carries beside its versions: the replica's PodCliques seen at minAvailable.
+        self.reached_of: Callable[[str], dict[str, str] | None] = lambda workflow_id: None
         self.failing_since: float | None = None  # monotonic: the first failed send since the last one that worked
 
     def idle(self) -> bool:
@@ -286,7 +299,7 @@ class Nudger:
             try:
                 async with self._semaphore:
                     # Stamped at each attempt: a round that began after this moment has seen the change.
-                    with sending(versions):
+                    with sending(versions, self.reached_of(workflow_id)):
                         await self.client.get_workflow_handle(workflow_id).signal(
                             NUDGE_SIGNAL, Nudge(sent_at=self.clock()), rpc_timeout=self.rpc_timeout)
                 NUDGES.labels("sent").inc()
@@ -348,6 +361,7 @@ class Watcher:
         self.nudger = Nudger(client, clock=clock, rpc_timeout=rpc_timeout, coalesce_seconds=nudge_coalesce_seconds,
                              status_window_seconds=nudge_status_window_seconds)
         self.nudger.on_missing = self._workflow_missing
+        self.nudger.reached_of = self._reached_of
         self.pcs_feed = _Feed(PODCLIQUESETS, pcs_fingerprint)
         self.pclq_feed = _Feed(PODCLIQUES, pclq_fingerprint)
         self.pod_feed = _Feed(PODS, pod_fingerprint)
@@ -356,6 +370,9 @@ class Watcher:
                                                                self.pcsg_feed)}
         self._pending_pcs: set[ObjectKey] = set()
         self._replica_pods: dict[ReplicaLabels, dict[ObjectKey, _PodFacts]] = {}
+        # The replica's PodCliques seen at or past their minAvailable (module docstring, "Status-only changes"):
+        # PodClique name -> UID, sent with every nudge to the replica; forgotten with the replica's last pod.
+        self._replica_reached: dict[ReplicaLabels, dict[str, str]] = {}
         self._reconciler_wake = asyncio.Event()
         self.leading = False
         # Standby: workflow id -> (monotonic time of its latest change, the versions to nudge it with).
@@ -497,7 +514,7 @@ class Watcher:
             fingerprint = feed.fingerprint(obj)
             feed.known[key] = (fingerprint, slim(obj))
             relevant = previous is None or previous[0] != fingerprint
-        siblings = self._pod_facts(key, kind, obj) if feed is self.pod_feed else None
+        siblings = self._pod_facts(key, kind, obj, watched=not listed) if feed is self.pod_feed else None
         if relevant and not listed and _own_step(feed.resource, previous[0] if previous else None, kind, obj):
             WATCH_EVENTS.labels(feed.resource.plural, "own-step").inc()
             return
@@ -526,7 +543,8 @@ class Watcher:
                               tell=not (first and _reconciled(obj)))
             return
         status_only = (siblings is not None and not listed and previous is not None and kind != "DELETED"
-                       and _status_only(previous[0], feed.known[key][0], siblings[key], siblings)
+                       and _status_only(previous[0], feed.known[key][0], siblings[key], siblings,
+                                        self._min_available(key[0], siblings[key].clique) is not None)
                        and not _all_ready(siblings))
         for replica_key in self._replica_keys(obj):
             if first:
@@ -534,8 +552,10 @@ class Watcher:
             else:
                 self._nudge(replica_key.workflow_id, versions, status_only=status_only)
 
-    def _pod_facts(self, key: ObjectKey, kind: str | None, pod: JSON) -> dict[ObjectKey, _PodFacts] | None:
-        """Keep the pod's facts under its replica; the replica's pods' facts, None for a pod of no replica."""
+    def _pod_facts(self, key: ObjectKey, kind: str | None, pod: JSON, *,
+                   watched: bool) -> dict[ObjectKey, _PodFacts] | None:
+        """Keep the pod's facts under its replica; the replica's pods' facts, None for a pod of no replica.
+        `watched`: a watch event, so the replica's pods as now kept are a state the store really had."""
         labels = pod.get("metadata", {}).get("labels") or {}
         pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
         if not pcs or index is None:
@@ -546,9 +566,42 @@ class Watcher:
             pods.pop(key, None)
             if not pods:
                 del self._replica_pods[replica]
+                self._replica_reached.pop(replica, None)
             return None
-        pods[key] = _PodFacts.of(pod)
+        pods[key] = facts = _PodFacts.of(pod)
+        if watched and facts.ready:
+            self._note_reached(replica, key[0], facts, pods)
         return pods
+
+    def _note_reached(self, replica: ReplicaLabels, namespace: str, facts: _PodFacts,
+                      pods: dict[ObjectKey, _PodFacts]) -> None:
+        """Remember that the Ready pod's PodClique is at or past its minAvailable: the first time sets its
+        was-available bit, and the nudge that would have told the workflow may wait for the status window, while
+        a Ready lost meanwhile goes at once (module docstring, "Status-only changes"). Not while the PodClique has
+        pods of two templates: a rolling update's Ready sets no was-available bit."""
+        min_available = self._min_available(namespace, facts.clique)
+        known = self.pclq_feed.known.get((namespace, facts.clique)) if facts.clique else None
+        uid = known[1]["metadata"].get("uid") if known else None
+        if min_available is None or not uid:
+            return
+        members = [pod for pod in pods.values() if pod.clique == facts.clique]
+        if any(pod.template != facts.template for pod in members):
+            return
+        if sum(1 for pod in members if pod.ready and not pod.terminating) >= min_available:
+            assert facts.clique is not None
+            self._replica_reached.setdefault(replica, {})[facts.clique] = uid
+
+    def _reached_of(self, workflow_id: str) -> dict[str, str] | None:
+        """What a nudge to this replica workflow carries of `_replica_reached` (workflows/nudge_versions.py)."""
+        parts = workflow_id.split("/")
+        reached = self._replica_reached.get((parts[1], parts[2], parts[4])) if len(parts) == 5 else None
+        return dict(reached) if reached else None
+
+    def _min_available(self, namespace: str, clique: str | None) -> int | None:
+        """The minAvailable of the pod's PodClique as last heard; None where it is not known (yet)."""
+        known = self.pclq_feed.known.get((namespace, clique)) if clique else None
+        value = (known[1].get("spec") or {}).get("minAvailable") if known else None
+        return value if isinstance(value, int) else None
 
     def _hold(self, workflow_id: str, versions: Versions | None) -> None:
         """An item of the first list: kept, its versions merged with the replica's other items'."""
@@ -723,12 +776,13 @@ NODE, SCHEDULED, READY, PHASE = 2, 4, 5, 6  # where pod_fingerprint keeps them
 
 
 def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
-                 siblings: dict[ObjectKey, _PodFacts]) -> bool:
+                 siblings: dict[ObjectKey, _PodFacts], min_available_known: bool = True) -> bool:
     """A pod change that moves only what its replica's status counts (module docstring, "Status-only changes"):
     phase Pending to Running, Ready gained, a binding. Never one the workflow may act on: readiness lost (a breach
     begins), failed or finished, a gate gained or lost, deletion begun; nor Ready gained while a pod of the replica
     waits for startup order (its release may wait on this one) or has another template (a rolling update waits on
-    it), nor the binding of a base pod that leaves every released base pod of the replica bound while a pod is
+    it) or is in a PodClique whose minAvailable the watcher has not heard (`_note_reached` cannot vouch for it), nor
+    the binding of a base pod that leaves every released base pod of the replica bound while a pod is
     gated (the scaled gangs and the base gang's surplus pods are released on it). A change taken for status-only
     wrongly costs only the window's latency: the nudge is still sent."""
     if before[:NODE] != after[:NODE] or before[GATED] != after[GATED]:
@@ -737,9 +791,9 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
         return False
     if after[PHASE] in ("Failed", "Succeeded"):
         return False
-    if after[READY] == "True" and before[READY] != "True" and any(
+    if after[READY] == "True" and before[READY] != "True" and (any(
             pod.waiting or (pod.clique == facts.clique and pod.template != facts.template)
-            for pod in siblings.values()):
+            for pod in siblings.values()) or not min_available_known):
         return False
     bound = before[NODE] != after[NODE] or before[SCHEDULED] != after[SCHEDULED]
     # Released base pods, not all base pods: a base PodClique's pods past its minAvailable keep their gate until the

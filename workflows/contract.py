@@ -102,6 +102,9 @@ NUDGE_SIGNAL = "nudge"  # something the replica cares about changed in Kubernete
 # A header of the nudge signal: the resourceVersion, per kind, of the watch events it stands for (a header, not a
 # payload field: a worker that predates it ignores a header, where it would drop a payload it cannot decode).
 NUDGE_VERSIONS_HEADER = "grove-temporal-nudge-versions"
+# Another: PodClique name -> UID of each of the replica's PodCliques the watcher saw reach its minAvailable (the
+# was-available bit: a nudge held back for the status window must not lose a crossing that a Ready lost undid).
+NUDGE_REACHED_HEADER = "grove-temporal-nudge-reached"
 PCS_CHANGED_SIGNAL = "pcs_changed"  # a PodCliqueSet changed (watcher -> reconciler)
 PAUSE = "pause"  # signal and update
 RESUME = "resume"  # signal and update

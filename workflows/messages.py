@@ -83,6 +83,11 @@ class Nudge(Message):
     sent_at: AwareDatetime
     versions: dict[str, int] | None = Field(
         default=None, description="kind -> resourceVersion of the newest watch event this nudge stands for")
+    # From NUDGE_REACHED_HEADER, like `versions`; never serialized, so a worker that predates it still decodes the
+    # payload of a nudge a newer watcher sent.
+    reached: dict[str, str] | None = Field(
+        default=None, exclude=True,
+        description="PodClique name -> UID of the incarnation the watcher saw reach its minAvailable")
 
 
 class MirrorWithRead(Message):

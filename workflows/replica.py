@@ -25,7 +25,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from grove.evaluate import ReplicaEvaluation, evaluate_replica, forget_healed, forget_terminated
+    from grove.evaluate import (
+        ReplicaEvaluation,
+        evaluate_replica,
+        forget_healed,
+        forget_terminated,
+        remember_reached,
+    )
     from grove.release import GateDecision, base_members, decide_releases, gangs_of_termination
     from grove.startup import StartupDecision, decide_starts
     from grove.termination import Scope, Termination
@@ -330,6 +336,9 @@ class ReplicaWorkflow:
         self._patched = PatchSet(*REPLICA_BASELINES, recorded=RECORDED_BASELINES)  # workflows/patches.py
         self._rollout = ReplicaRollout(input.ref, self.state, self._patched)  # acts on the rolling update turn
         self._nudges = Nudges()  # when to look again (workflows/nudges.py); what it carries is in self.state.nudges
+        # PodCliques the watcher saw at minAvailable (Nudge.reached), for the next round's evaluation. Not carried
+        # across continue-as-new: the watcher sends the replica's whole set with every nudge.
+        self._reached: dict[str, str] = {}
         self._controls = ControlQueue()  # queued force-terminate requests and rejections (workflows/controls.py)
         self._snapshot: ReplicaSnapshot | None = None
         self._evaluation: ReplicaEvaluation | None = None
@@ -478,7 +487,10 @@ class ReplicaWorkflow:
         await self._release_gates(topology, snapshot)
         await self._start_in_order(topology, snapshot)
         updating = await self._roll(topology, snapshot)
-        evaluation = evaluate_replica(topology, presentation.observation(snapshot, updating), self.state.memory,
+        observation = presentation.observation(snapshot, updating)
+        if self._reached:
+            self.state.memory, self._reached = remember_reached(self.state.memory, observation, self._reached)
+        evaluation = evaluate_replica(topology, observation, self.state.memory,
                                       self._now(), self._due_by(self.state.deadline_fired))
         self.state.memory = evaluation.memory
         await self._mirror(topology, snapshot, evaluation)
@@ -1020,6 +1032,8 @@ class ReplicaWorkflow:
         self._took_signal(nudge=True)
         self.state.nudges_total += 1
         self._nudges.received(nudge)
+        if nudge is not None and nudge.reached:
+            self._reached.update(nudge.reached)
 
     @workflow.signal(name=ROLLOUT_TURN_SIGNAL)
     def rollout_turn(self, turn: RolloutTurn) -> None:

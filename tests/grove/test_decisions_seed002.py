@@ -24,6 +24,7 @@ from grove.evaluate import (
     evaluate_replica,
     forget_healed,
     forget_terminated,
+    remember_reached,
     still_due,
 )
 from grove.termination import Scope, Termination
@@ -622,3 +623,34 @@ def test_a_breach_seen_again_after_a_termination_found_healed_starts_a_new_clock
     evaluation = replica.observe(32, ready={"sg-1-worker": 1})
     assert not evaluation.terminations
     assert evaluation.next_deadline == at(62), "a new breach from t=32, due a whole delay later"
+
+
+def test_a_podclique_reported_at_min_available_between_two_reads_was_available() -> None:
+    """The watcher saw the PodClique at minAvailable, and the Ready was lost before a read showed it: the first time
+    it reached minAvailable still sets the sticky bit, so the loss is a breach. Only for the incarnation the read
+    shows, outside a rolling update, and never for one we gang-terminated; a PodClique the read does not show yet is
+    kept for a later read."""
+    def seen(uid: str, ready: int = 1, updating: bool = False) -> CliqueObservation:
+        return CliqueObservation(uid=uid, ready=ready, scheduled=2, pods=2, update_in_progress=updating)
+
+    topology = ReplicaTopology(pcs="p", replica=0, termination_delay=secs(30), cliques=(
+        CliqueUnit(name="p-0-a", clique="a", replicas=2, min_available=2),))
+    short = ReplicaObservation(cliques={"p-0-a": seen("uid-1")})
+    before = evaluate_replica(topology, short, ReplicaMemory(), at(0))
+    assert before.cliques["p-0-a"].condition.reason is BreachReason.NEVER_AVAILABLE
+
+    memory, left = remember_reached(ReplicaMemory(), short, {"p-0-a": "uid-1", "p-0-b": "uid-9"})
+    assert memory.was_available == {"p-0-a": "uid-1"} and left == {"p-0-b": "uid-9"}
+    after = evaluate_replica(topology, short, memory, at(1))
+    assert after.cliques["p-0-a"].condition.status is TRUE
+    assert after.next_deadline == at(31)
+
+    for observed, memory_before, why in (
+            (short, ReplicaMemory(), "another incarnation's report"),
+            (ReplicaObservation(cliques={"p-0-a": seen("uid-0", updating=True)}), ReplicaMemory(),
+             "a rolling update's Ready sets no was-available bit"),
+            (ReplicaObservation(cliques={"p-0-a": seen("uid-0")}), ReplicaMemory(terminated={"p-0-a": "uid-0"}),
+             "an incarnation we gang-terminated"),
+    ):
+        memory, left = remember_reached(memory_before, observed, {"p-0-a": "uid-0"})
+        assert memory == memory_before and left == {}, why

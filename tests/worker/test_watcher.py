@@ -19,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from activities.kubeapi import PODCLIQUESETS, Kube
+from activities.kubeapi import PODCLIQUESETS, Kube, slim
 from grove import names
 from tests.localstack.stack_proof_workflows import (
     NudgeCountWorkflow,
@@ -601,6 +601,16 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
         ((_, status_only),) = marked
         return status_only
 
+    def podclique(name: str, replicas: int, min_available: int) -> None:  # as the watcher keeps what it heard
+        watcher.pclq_feed.known[("ns", name)] = ((), slim({
+            "metadata": {"namespace": "ns", "name": name},
+            "spec": {"replicas": replicas, "minAvailable": min_available, "podSpec": {"containers": []}}}))
+
+    podclique("p-0-a", 3, 2)
+    podclique("p-0-b", 2, 2)
+    podclique("r-0-a", 3, 2)
+    podclique("r-0-b", 1, 1)
+
     for name in ("p-0-a-0", "p-0-a-1"):  # two base pods, released
         watcher._on_event(feed, "ADDED", _pod(name, 1))
     watcher._on_event(feed, "ADDED", _pod("p-0-b-0", 1, scaled=True, gated=True))  # a scaled gang's, gated
@@ -659,11 +669,68 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
     watcher._on_event(feed, "ADDED", of_r(_pod("r-0-b-0", 35, clique="r-0-b", scaled=True, gated=True)))
     for rv, (name, node) in enumerate((("r-0-a-0", "n1"), ("r-0-a-1", "n2"), ("r-0-a-2", "n3")), start=36):
         assert event(of_r(_pod(name, rv, node=node, phase="Running", ready=True, clique="r-0-a"))) is True, \
-            "Ready while a pod of the replica is not Ready, or still gated"
+            "Ready while a pod of the replica is not Ready (the one that reaches minAvailable too: it rides along)"
     watcher._on_event(feed, "MODIFIED", of_r(_pod("r-0-b-0", 39, clique="r-0-b", scaled=True)))  # released
     assert event(of_r(_pod("r-0-b-0", 40, node="n1", clique="r-0-b", scaled=True))) is True, "a scaled pod bound"
     assert event(of_r(_pod("r-0-b-0", 41, node="n1", phase="Running", ready=True, clique="r-0-b",
                            scaled=True))) is False, "the last pod of the replica Ready"
+    assert event(of_r(_pod("r-0-a-2", 42, node="n3", phase="Running", clique="r-0-a"))) is False, "readiness lost"
+    watcher._on_event(feed, "ADDED", of_r(_pod("r-0-c-0", 43, clique="r-0-c")))  # a PodClique not heard of yet
+    assert event(of_r(_pod("r-0-a-2", 44, node="n3", phase="Running", ready=True, clique="r-0-a"))) is True, \
+        "Ready regained"
+    assert event(of_r(_pod("r-0-c-0", 45, node="n4", phase="Running", ready=True, clique="r-0-c"))) is False, \
+        "Ready in a PodClique whose minAvailable the watcher has not heard: nothing vouches for its crossing"
+
+
+def test_podcliques_seen_at_min_available_ride_with_every_nudge_to_their_replica() -> None:
+    """Pure logic: a watch event that shows a PodClique's Ready pods (not being deleted, of one template) at its
+    minAvailable is remembered by PodClique name and UID, for every later nudge to the replica to carry, though its
+    own nudge waits for the status window. So a Ready lost before the workflow read the crossing still finds it
+    was available. A relist's item vouches for nothing; the replica's last pod gone, it is forgotten."""
+    watcher = Watcher(None, None)  # type: ignore[arg-type]
+    watcher.leading = True
+    held: list[bool] = []
+    watcher.nudger.request = (  # type: ignore[method-assign]
+        lambda wid, versions=None, status_only=False: held.append(status_only))
+    pcs = {"kind": "PodCliqueSet", "metadata": {"namespace": "ns", "name": "p", "uid": "pcs-uid", "generation": 1}}
+    watcher.pcs_feed.known[("ns", "p")] = ((), pcs)
+    workflow_id = ReplicaKey("ns", "p", "pcs-uid", 0).workflow_id
+    for name, replicas, min_available in (("p-0-a", 3, 2), ("p-0-b", 2, 2), ("p-0-c", 2, 1)):
+        watcher.pclq_feed.known[("ns", name)] = ((), slim({
+            "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}"},
+            "spec": {"replicas": replicas, "minAvailable": min_available}}))
+    feed = watcher.pod_feed
+    for name, clique, template in (("p-0-a-0", "p-0-a", "h1"), ("p-0-a-1", "p-0-a", "h1"), ("p-0-a-2", "p-0-a", "h1"),
+                                   ("p-0-b-0", "p-0-b", "h1"), ("p-0-b-1", "p-0-b", "h2"), ("p-0-c-0", "p-0-c", "h1")):
+        watcher._on_event(feed, "ADDED", _pod(name, 1, node="n1", clique=clique, template=template))
+
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-a-0", 2, node="n1", ready=True))
+    assert watcher._reached_of(workflow_id) is None, "one Ready of minAvailable 2"
+    gone = _pod("p-0-a-0", 3, node="n1", ready=True)
+    gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    watcher._on_event(feed, "MODIFIED", gone)
+    held.clear()
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-a-1", 4, node="n1", ready=True))
+    assert watcher._reached_of(workflow_id) is None, "a pod being deleted does not count"
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-a-2", 5, node="n1", ready=True))
+    assert held[-1] is True, "the crossing's own nudge still waits for the status window"
+    assert watcher._reached_of(workflow_id) == {"p-0-a": "uid-p-0-a"}
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-a-2", 6, node="n1"))
+    assert held[-1] is False, "readiness lost goes at once"
+    assert watcher._reached_of(workflow_id) == {"p-0-a": "uid-p-0-a"}, "and still carries the crossing"
+
+    for rv, name in enumerate(("p-0-b-0", "p-0-b-1"), start=7):
+        watcher._on_event(feed, "MODIFIED", _pod(name, rv, node="n1", ready=True, clique="p-0-b",
+                                                 template="h1" if name.endswith("0") else "h2"))
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-c-0", 9, node="n1", ready=True, clique="p-0-c"),
+                      listed_at="9", relisted=True)
+    assert watcher._reached_of(workflow_id) == {"p-0-a": "uid-p-0-a"}, \
+        "neither a PodClique of two templates (a rolling update) nor an item of a relist"
+    assert watcher._reached_of("grove-temporal-replica/ns/p/other-uid") is None
+
+    for rv, name in enumerate(("p-0-a-0", "p-0-a-1", "p-0-a-2", "p-0-b-0", "p-0-b-1", "p-0-c-0"), start=10):
+        watcher._on_event(feed, "DELETED", _pod(name, rv, node="n1"))
+    assert watcher._reached_of(workflow_id) is None and not watcher._replica_reached
 
 
 class _RecordingClient:
@@ -671,14 +738,19 @@ class _RecordingClient:
 
     def __init__(self) -> None:
         self.sent: list[tuple[float, str, dict[str, int] | None]] = []
+        self.reached: list[dict[str, str] | None] = []  # each signal's Nudge.reached header, as sent
 
     def get_workflow_handle(self, workflow_id: str) -> Any:
         client = self
 
         class Handle:
             async def signal(self, *args: Any, **kwargs: Any) -> None:
-                from workflows.nudge_versions import _outgoing  # what the header interceptor reads
+                from workflows.nudge_versions import (  # what the interceptor reads
+                    _outgoing,
+                    _outgoing_reached,
+                )
                 client.sent.append((time.monotonic(), workflow_id, _outgoing.get()))
+                client.reached.append(_outgoing_reached.get())
 
         return Handle()
 
@@ -713,6 +785,21 @@ async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_tak
         assert client.sent[1][0] - began >= 0.3
         nudger.request("c", {"Pod": 9}, status_only=True)
     assert nudger._pending == {"c": {"Pod": 9}}, "a term that ends keeps its held nudges for the next"
+
+
+async def test_a_nudge_carries_what_its_replica_s_podcliques_reached_when_it_is_sent() -> None:
+    """The reached set is asked for at each send, not when the change was heard: a held nudge carries the crossings
+    heard while it waited."""
+    reached: dict[str, dict[str, str]] = {}
+    async with _running_nudger(0.2) as (client, nudger, _):
+        nudger.reached_of = lambda workflow_id: reached.get(workflow_id)
+        nudger.request("a", {"Pod": 1}, status_only=True)
+        nudger.request("b", {"Pod": 2})
+        await asyncio.sleep(0.05)
+        reached["a"] = {"p-0-x": "uid-x"}
+        await asyncio.sleep(0.3)
+    assert [(wid, r) for (_, wid, _), r in zip(client.sent, client.reached, strict=True)] == [
+        ("b", None), ("a", {"p-0-x": "uid-x"})]
 
 
 async def test_each_replica_s_status_only_nudge_waits_its_own_window() -> None:

@@ -431,6 +431,44 @@ async def test_a_run_hands_over_once_its_history_reaches_the_cap_and_carries_its
         assert status.nudges_total >= 1 and status.terminations_total == 0
 
 
+async def test_a_podclique_the_watcher_saw_reach_min_available_between_two_reads_breaches_when_it_falls_short(
+        dev_server: TemporalDevServer) -> None:
+    """The watcher held back the nudge for the Ready that brought a PodClique to its minAvailable, and that Ready was
+    lost before any round read it: every read shows the PodClique short, as if it had never been available. The
+    crossing rides with the nudges (Nudge.reached), so the loss is a breach, terminated after its delay. A report
+    naming another incarnation of the PodClique sets nothing."""
+    client = await Client.connect(dev_server.address, data_converter=pydantic_data_converter,
+                                  interceptors=[NudgeVersionsInterceptor()])
+    cluster = ScriptedCluster(_pcs("reached"))
+    cluster.ready = 1  # of minAvailable 2, in every read
+    name = cluster.topology.cliques[0].name
+    worker, handle = await _run(client, cluster)
+
+    async def nudge(reached: dict[str, str]) -> None:
+        calls = len(cluster.calls)
+        with nudge_versions.sending(None, reached):
+            await handle.signal(contract.NUDGE_SIGNAL, Nudge(sent_at=datetime.now(UTC)))
+        await _until(handle, lambda s: len(cluster.calls) > calls)  # the round it calls for has read
+
+    async with worker:
+        await _until(handle, lambda s: s.phase is Phase.STARTING)
+        await nudge({name: f"{name}-0"})  # an incarnation that is not the one the reads show
+        await asyncio.sleep(0.5)
+        status = await _status(handle)
+        assert not status.deadlines and status.phase is Phase.STARTING, "never available: no breach"
+        await nudge({name: f"{name}-1"})
+        await _until(handle, lambda s: bool(s.deadlines))
+        await _until(handle, lambda s: s.terminations_total == 1, timeout=DELAY.total_seconds() + 15)
+        (_, request), = cluster.terminated
+        assert request.cliques == {name: f"{name}-1"}
+        assert "BreachDetected" in cluster.events
+    history = await _first_run(client, handle).fetch_history()
+    signalled = [e.workflow_execution_signaled_event_attributes for e in history.events
+                 if e.HasField("workflow_execution_signaled_event_attributes")]
+    assert sum(contract.NUDGE_REACHED_HEADER in s.header.fields for s in signalled) == 2, "recorded with the signal"
+    await replayer().replay_workflow(history)  # a replay reads the header back, as the worker did
+
+
 async def test_a_quiet_run_past_the_threshold_hands_over_and_a_breach_counting_down_is_never_split(
         dev_server: TemporalDevServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cold worker replays a replica's whole run, so a run that has grown past QUIET_HISTORY_EVENTS (lowered here)
