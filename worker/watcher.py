@@ -515,6 +515,8 @@ class Watcher:
             feed.known[key] = (fingerprint, slim(obj))
             relevant = previous is None or previous[0] != fingerprint
         siblings = self._pod_facts(key, kind, obj, watched=not listed) if feed is self.pod_feed else None
+        if feed is self.pclq_feed and kind == "DELETED":
+            self._forget_reached(obj)
         if relevant and not listed and _own_step(feed.resource, previous[0] if previous else None, kind, obj):
             WATCH_EVENTS.labels(feed.resource.plural, "own-step").inc()
             return
@@ -590,6 +592,18 @@ class Watcher:
         if sum(1 for pod in members if pod.ready and not pod.terminating) >= min_available:
             assert facts.clique is not None
             self._replica_reached.setdefault(replica, {})[facts.clique] = uid
+
+    def _forget_reached(self, pclq: JSON) -> None:
+        """A PodClique deleted (gang-terminated, scaled in): its incarnation's crossing is no longer news to send."""
+        meta = pclq.get("metadata", {})
+        labels = meta.get("labels") or {}
+        pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
+        replica = (meta.get("namespace", ""), str(pcs), str(index))
+        reached = self._replica_reached.get(replica)
+        if reached is not None and reached.get(meta.get("name", "")) == meta.get("uid"):
+            del reached[meta["name"]]
+            if not reached:
+                del self._replica_reached[replica]
 
     def _reached_of(self, workflow_id: str) -> dict[str, str] | None:
         """What a nudge to this replica workflow carries of `_replica_reached` (workflows/nudge_versions.py)."""

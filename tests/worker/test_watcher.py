@@ -727,8 +727,14 @@ def test_podcliques_seen_at_min_available_ride_with_every_nudge_to_their_replica
     assert watcher._reached_of(workflow_id) == {"p-0-a": "uid-p-0-a"}, \
         "neither a PodClique of two templates (a rolling update) nor an item of a relist"
     assert watcher._reached_of("grove-temporal-replica/ns/p/other-uid") is None
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-c-0", 10, node="n1", clique="p-0-c"))
+    watcher._on_event(feed, "MODIFIED", _pod("p-0-c-0", 11, node="n1", ready=True, clique="p-0-c"))
+    assert watcher._reached_of(workflow_id) == {"p-0-a": "uid-p-0-a", "p-0-c": "uid-p-0-c"}
+    deleted = _replica_object("PodClique", "p-0-c", 12)
+    watcher._on_event(watcher.pclq_feed, "DELETED", {**deleted, "metadata": {**deleted["metadata"], "uid": "uid-p-0-c"}})
+    assert watcher._reached_of(workflow_id) == {"p-0-a": "uid-p-0-a"}, "a PodClique deleted is forgotten"
 
-    for rv, name in enumerate(("p-0-a-0", "p-0-a-1", "p-0-a-2", "p-0-b-0", "p-0-b-1", "p-0-c-0"), start=10):
+    for rv, name in enumerate(("p-0-a-0", "p-0-a-1", "p-0-a-2", "p-0-b-0", "p-0-b-1", "p-0-c-0"), start=13):
         watcher._on_event(feed, "DELETED", _pod(name, rv, node="n1"))
     assert watcher._reached_of(workflow_id) is None and not watcher._replica_reached
 
