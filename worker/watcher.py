@@ -546,7 +546,7 @@ class Watcher:
             return
         status_only = (siblings is not None and not listed and previous is not None and kind != "DELETED"
                        and _status_only(previous[0], feed.known[key][0], siblings[key], siblings,
-                                        self._min_available(key[0], siblings[key].clique) is not None)
+                                        self._clique_spec(key[0], siblings[key].clique)[0] is not None)
                        and not _all_ready(siblings))
         for replica_key in self._replica_keys(obj):
             if first:
@@ -558,11 +558,9 @@ class Watcher:
                    watched: bool) -> dict[ObjectKey, _PodFacts] | None:
         """Keep the pod's facts under its replica; the replica's pods' facts, None for a pod of no replica.
         `watched`: a watch event, so the replica's pods as now kept are a state the store really had."""
-        labels = pod.get("metadata", {}).get("labels") or {}
-        pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
-        if not pcs or index is None:
+        replica = _replica_labels(pod)
+        if replica is None:
             return None
-        replica = (key[0], str(pcs), str(index))
         pods = self._replica_pods.setdefault(replica, {})
         if kind == "DELETED":
             pods.pop(key, None)
@@ -581,9 +579,7 @@ class Watcher:
         was-available bit, and the nudge that would have told the workflow may wait for the status window, while
         a Ready lost meanwhile goes at once (module docstring, "Status-only changes"). Not while the PodClique has
         pods of two templates: a rolling update's Ready sets no was-available bit."""
-        min_available = self._min_available(namespace, facts.clique)
-        known = self.pclq_feed.known.get((namespace, facts.clique)) if facts.clique else None
-        uid = known[1]["metadata"].get("uid") if known else None
+        min_available, uid = self._clique_spec(namespace, facts.clique)
         if min_available is None or not uid:
             return
         members = [pod for pod in pods.values() if pod.clique == facts.clique]
@@ -596,9 +592,9 @@ class Watcher:
     def _forget_reached(self, pclq: JSON) -> None:
         """A PodClique deleted (gang-terminated, scaled in): its incarnation's crossing is no longer news to send."""
         meta = pclq.get("metadata", {})
-        labels = meta.get("labels") or {}
-        pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
-        replica = (meta.get("namespace", ""), str(pcs), str(index))
+        replica = _replica_labels(pclq)
+        if replica is None:
+            return
         reached = self._replica_reached.get(replica)
         if reached is not None and reached.get(meta.get("name", "")) == meta.get("uid"):
             del reached[meta["name"]]
@@ -607,15 +603,17 @@ class Watcher:
 
     def _reached_of(self, workflow_id: str) -> dict[str, str] | None:
         """What a nudge to this replica workflow carries of `_replica_reached` (workflows/nudge_versions.py)."""
-        parts = workflow_id.split("/")
-        reached = self._replica_reached.get((parts[1], parts[2], parts[4])) if len(parts) == 5 else None
+        key = parse_replica_workflow_id(workflow_id)
+        reached = self._replica_reached.get((key.namespace, key.pcs, str(key.replica))) if key else None
         return dict(reached) if reached else None
 
-    def _min_available(self, namespace: str, clique: str | None) -> int | None:
-        """The minAvailable of the pod's PodClique as last heard; None where it is not known (yet)."""
+    def _clique_spec(self, namespace: str, clique: str | None) -> tuple[int | None, str | None]:
+        """The pod's PodClique as last heard: its minAvailable (None where not known yet) and UID."""
         known = self.pclq_feed.known.get((namespace, clique)) if clique else None
-        value = (known[1].get("spec") or {}).get("minAvailable") if known else None
-        return value if isinstance(value, int) else None
+        if known is None:
+            return None, None
+        value = (known[1].get("spec") or {}).get("minAvailable")
+        return (value if isinstance(value, int) else None), known[1]["metadata"].get("uid")
 
     def _hold(self, workflow_id: str, versions: Versions | None) -> None:
         """An item of the first list: kept, its versions merged with the replica's other items'."""
@@ -720,21 +718,20 @@ class Watcher:
                 nudge(ReplicaKey(key[0], key[1], uid, index).workflow_id, versions)
 
     def _replica_keys(self, obj: JSON) -> Iterable[ReplicaKey]:
-        meta = obj.get("metadata", {})
-        labels = meta.get("labels") or {}
-        pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
-        if not pcs or index is None or not str(index).isdigit():
+        replica = _replica_labels(obj)
+        if replica is None or not replica[2].isdigit():
             return ()
-        known = self.pcs_feed.known.get((meta.get("namespace", ""), pcs))
+        namespace, pcs, index = replica
+        known = self.pcs_feed.known.get((namespace, pcs))
         if known is None:
             return ()
-        return (ReplicaKey(meta.get("namespace", ""), pcs, known[1]["metadata"]["uid"], int(index)),)
+        return (ReplicaKey(namespace, pcs, known[1]["metadata"]["uid"], int(index)),)
 
     def _workflow_missing(self, workflow_id: str) -> None:
         """A nudge found no running workflow: let the reconciler decide whether one should exist."""
-        parts = workflow_id.split("/")
-        if len(parts) == 5:
-            self.tell_reconciler((parts[1], parts[2]))
+        key = parse_replica_workflow_id(workflow_id)
+        if key is not None:
+            self.tell_reconciler((key.namespace, key.pcs))
 
     def tell_reconciler(self, key: ObjectKey) -> None:
         """Add a PodCliqueSet to the batch the reconciler is told about, and wake the sender: a change added while a
@@ -831,6 +828,16 @@ def _reconciled(pcs: JSON) -> bool:
     workflow for it. Not while the Grove operator's finalizer is on it: who drives it is the reconciler's to judge."""
     return (generation_observed(pcs)
             and names.GROVE_OPERATOR_PCS_FINALIZER not in (pcs.get("metadata", {}).get("finalizers") or []))
+
+
+def _replica_labels(obj: JSON) -> ReplicaLabels | None:
+    """(namespace, PCS, replica index) as the object's labels name them; None for an object of no replica."""
+    meta = obj.get("metadata", {})
+    labels = meta.get("labels") or {}
+    pcs, index = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
+    if not pcs or index is None:
+        return None
+    return (meta.get("namespace", ""), str(pcs), str(index))
 
 
 def _versions_of(resource: Resource, obj: JSON) -> Versions | None:

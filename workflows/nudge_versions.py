@@ -84,13 +84,16 @@ class _Inbound(WorkflowInboundInterceptor):
             nudge: Nudge = input.args[0]
             versions, reached = _decoded(input, NUDGE_VERSIONS_HEADER), _decoded(input, NUDGE_REACHED_HEADER)
             # Each on its own: a bad one is ignored (a nudge without versions keeps its clock path), the other kept.
-            for update in ({"versions": versions}, {"reached": reached}):
-                if next(iter(update.values())) is not None:
-                    try:
-                        nudge = Nudge(**{"sent_at": nudge.sent_at, "versions": nudge.versions,
-                                         "reached": nudge.reached, **update})
-                    except Exception as err:  # noqa: BLE001
-                        workflow.logger.warning("nudge header ignored: %s", err)
+            if versions is not None:
+                try:
+                    nudge = Nudge(sent_at=nudge.sent_at, versions=versions, reached=nudge.reached)
+                except Exception as err:  # noqa: BLE001
+                    workflow.logger.warning("nudge header ignored: %s", err)
+            if reached is not None:
+                try:
+                    nudge = Nudge(sent_at=nudge.sent_at, versions=nudge.versions, reached=reached)
+                except Exception as err:  # noqa: BLE001
+                    workflow.logger.warning("nudge header ignored: %s", err)
             input = dataclasses.replace(input, args=[nudge, *input.args[1:]])
         await super().handle_signal(input)
 
