@@ -42,11 +42,13 @@ from bench.sampling import (
     history_lengths,
     idle_tasks_per_replica,
     queue_waits,
+    read_only_tasks_per_replica,
     sample_histories,
     wait_quiet,
 )
 from bench.stats import median_run, ranges, ratio, summary
 from bench.workload import live_pods
+from grove import names
 from localstack.workerproc import WorkerProcess
 
 MIB = 1024 * 1024
@@ -243,6 +245,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
                 **figures}) from late
         figures = _spent(cluster, worker, before, component_cpu, size, profiler)
         per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
+        spread = readiness_spread(observer, namespace)
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
     sampled = await sample_histories(cluster.client, workflow_ids)
@@ -259,8 +262,26 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "history_event_kinds_per_replica": history_kinds(sampled),
         "workflow_task_queue_wait": queue_waits(sampled),
         "idle_workflow_tasks_per_replica": idle_tasks_per_replica(sampled),
+        "read_only_workflow_tasks_per_replica": read_only_tasks_per_replica(sampled),
+        "replica_ready_spread_s": summary(spread),
         **figures,
     }
+
+
+def readiness_spread(observer: Observer, namespace: str) -> list[float]:
+    """Per replica, the seconds from its first pod Ready to its last. A replica's status-only changes are held for
+    the status window, so a replica whose pods come Ready over a longer spread takes a round more (a read-only
+    workflow task and five history events) for each window it spans: the figure that explains history events rising
+    with the machine's load."""
+    first_last: dict[tuple[str, str], tuple[float, float]] = {}
+    for pod in observer.select("Pod", namespace):
+        ready = pod.first(lambda s: s["ready"])
+        key = (pod.labels.get(names.LABEL_PART_OF, ""), pod.labels.get(names.LABEL_PCS_REPLICA_INDEX, ""))
+        if ready is None or not all(key):
+            continue
+        low, high = first_last.get(key, (ready, ready))
+        first_last[key] = (min(low, ready), max(high, ready))
+    return [high - low for low, high in first_last.values()]
 
 
 def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, component_cpu: dict[str, float],

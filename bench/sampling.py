@@ -18,7 +18,8 @@ from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, OBSERVE_READS, Counters
 from bench.stats import summary
 from localstack.workerproc import WorkerProcess
-from worker.history_activities import event_kinds, idle_tasks, task_waits
+from worker.history_activities import event_kinds, idle_tasks, read_only_tasks, task_waits
+from workflows.contract import OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
 BACKGROUND_RESOURCES = ("leases",)
@@ -163,6 +164,13 @@ def idle_tasks_per_replica(histories: list[list[HistoryEvent]]) -> float:
     """How many workflow tasks per replica did nothing (worker/history_activities.py, idle_tasks): mostly nudges
     for a change the replica's last read had already seen."""
     return round(sum(idle_tasks(events) for events in histories) / len(histories), 2) if histories else 0.0
+
+
+def read_only_tasks_per_replica(histories: list[list[HistoryEvent]]) -> float:
+    """How many workflow tasks per replica only read (worker/history_activities.py, read_only_tasks): mostly held
+    status-only nudges whose window ended before the replica's last pod was Ready."""
+    reads = frozenset({OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED})
+    return round(sum(read_only_tasks(events, reads) for events in histories) / len(histories), 2) if histories else 0.0
 
 
 def queue_waits(histories: list[list[HistoryEvent]]) -> dict[str, Any]:

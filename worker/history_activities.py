@@ -177,3 +177,22 @@ def _kind(event: HistoryEvent, activity_of: dict[int, str]) -> str:
         timeout = TimeoutType.Name(event.workflow_task_timed_out_event_attributes.timeout_type)
         return f"WORKFLOW_TASK_TIMED_OUT:{timeout.removeprefix('TIMEOUT_TYPE_')}"
     return EventType.Name(kind).removeprefix("EVENT_TYPE_")
+
+
+def read_only_tasks(events: list[HistoryEvent], reads: frozenset[str]) -> int:
+    """Workflow tasks whose only commands were reads: local activities named in `reads` and nothing else. A replica
+    woken for a change that only moves its status (a pod bound or Ready) reads, finds nothing to decide, and writes
+    its status inside that read (MirrorWithRead): such a task costs its signal, three task events and a marker."""
+    count = 0
+    for index, event in enumerate(events):
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            continue
+        commands = []
+        for after in events[index + 1:]:
+            if after.event_type not in _COMMAND_EVENTS:
+                break
+            commands.append(after)
+        if commands and all((local := local_activity(c)) is not None and local.name in reads for c in commands):
+            count += 1
+    return count
+

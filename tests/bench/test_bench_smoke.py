@@ -86,6 +86,9 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         waits = size["workflow_task_queue_wait"]  # every replica's first task at least, from the sampled histories
         assert waits["all_s"]["n"] >= size["replicas"] and waits["all_s"]["min"] >= 0
         assert round(waits["after_sticky_timeout_s"]["n"] / size["replicas"], 2) == waits["sticky_timeouts_per_replica"]
+        assert size["read_only_workflow_tasks_per_replica"] >= 0
+        spread = size["replica_ready_spread_s"]  # every replica's pods came Ready: one spread each, none negative
+        assert spread["n"] == size["replicas"] and spread["min"] >= 0
         floor = size["floor"]  # the direct client on the same stack, just before
         assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
         assert floor["all_released_s"] <= floor["all_ready_s"] and size["all_ready_vs_floor"] > 0

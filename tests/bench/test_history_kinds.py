@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
-from tests.bench.test_once import local_release, release
-from worker.history_activities import TaskWait, event_kinds, idle_tasks, task_waits
+from tests.bench.test_once import local_marker, local_release, release
+from worker.history_activities import TaskWait, event_kinds, idle_tasks, read_only_tasks, task_waits
 
 
 def _event(event_id: int, kind: EventType.ValueType) -> HistoryEvent:
@@ -81,3 +81,23 @@ def test_a_workflow_task_that_recorded_nothing_is_idle_and_one_that_read_or_wait
     assert idle_tasks(events) == 2
     assert idle_tasks(events[:11]) == 1
     assert idle_tasks(events[:8]) == 0
+
+
+def test_a_workflow_task_that_only_read_is_read_only_and_one_that_also_acted_or_did_nothing_is_not() -> None:
+    """The first task reads and releases gates, the second only reads (a held status-only nudge), the third reads
+    and upserts the phase, the fourth records nothing (idle, not read-only), the fifth reads twice."""
+    completed, scheduled = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+    upsert = EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+    read = "observe_replica_cached"
+    events = [_event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), _event(2, scheduled), _event(3, completed),
+              local_marker(4, read, {}), local_release(5, {"s0-0-app-0": "pod-1"}),
+              _signal(6, "nudge"), _event(7, scheduled), _event(8, completed), local_marker(9, read, {}),
+              _signal(10, "nudge"), _event(11, scheduled), _event(12, completed), local_marker(13, read, {}),
+              _event(14, upsert), _signal(15, "nudge"), _event(16, scheduled), _event(17, completed),
+              _signal(18, "nudge"), _event(19, scheduled), _event(20, completed), local_marker(21, read, {}),
+              local_marker(22, "observe_replica", {})]
+    reads = frozenset({read, "observe_replica"})
+    assert read_only_tasks(events, reads) == 2
+    assert read_only_tasks(events[:17], reads) == 1
+    assert read_only_tasks(events, frozenset({"observe_replica"})) == 0, "a read not named is not a read"
+
