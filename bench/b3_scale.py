@@ -246,6 +246,9 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         figures = _spent(cluster, worker, before, component_cpu, size, profiler)
         per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
         spread = readiness_spread(observer, namespace)
+        to_ready = [ready - released for p in observer.select("Pod", namespace)
+                    if (released := p.first(lambda s: not s["gated"])) is not None
+                    and (ready := p.first(lambda s: s["ready"])) is not None]
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
     sampled = await sample_histories(cluster.client, workflow_ids)
@@ -264,6 +267,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "idle_workflow_tasks_per_replica": idle_tasks_per_replica(sampled),
         "read_only_workflow_tasks_per_replica": read_only_tasks_per_replica(sampled),
         "replica_ready_spread_s": summary(spread),
+        "pod_released_to_ready_s": summary(to_ready),  # the scheduler's and the kubelet's (KWOK's) pace
         **figures,
     }
 

@@ -89,6 +89,7 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert size["read_only_workflow_tasks_per_replica"] >= 0
         spread = size["replica_ready_spread_s"]  # every replica's pods came Ready: one spread each, none negative
         assert spread["n"] == size["replicas"] and spread["min"] >= 0
+        assert size["pod_released_to_ready_s"]["min"] >= 0
         floor = size["floor"]  # the direct client on the same stack, just before
         assert 0 < floor["create_requests_s"] <= floor["all_released_s"] and size["all_released_vs_floor"] > 0
         assert floor["all_released_s"] <= floor["all_ready_s"] and size["all_ready_vs_floor"] > 0
