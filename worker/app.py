@@ -16,7 +16,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker import (
+    FixedSizeSlotSupplier,
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerTuner,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.backend import Scheduling, detect
@@ -32,6 +38,7 @@ from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
 from worker.pcs_status import PcsStatusWriter, rollout_waker
+from worker.slots import StickyFirstSlots
 from worker.stuck_deletions import StuckDeletionSweeper
 from worker.telemetry import SdkMetrics, client_interceptors, configure_tracing, sdk_metrics_runtime
 from worker.watcher import Watcher
@@ -253,6 +260,18 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
 
 
+def slot_tuner(settings: WorkerSettings) -> WorkerTuner:
+    """The worker's slots: workflow tasks sticky queue first (worker/slots.py), activities and local activities
+    fixed. Nexus is not served; its count is the SDK's default."""
+    workflow = (StickyFirstSlots(settings.max_concurrent_workflow_tasks) if settings.sticky_first_slots
+                else FixedSizeSlotSupplier(settings.max_concurrent_workflow_tasks))
+    return WorkerTuner.create_composite(
+        workflow_supplier=workflow,
+        activity_supplier=FixedSizeSlotSupplier(settings.activity_threads),
+        local_activity_supplier=FixedSizeSlotSupplier(settings.local_activity_slots),
+        nexus_supplier=FixedSizeSlotSupplier(100))
+
+
 async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, client: Client | None,
                             sdk_metrics: SdkMetrics | None, started: list[RunningWorker]) -> None:
     if client is None:
@@ -283,9 +302,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             activities=activities_for(kube, client, scheduling, cache, count_pcs=not settings.watcher),
             sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,
-            max_concurrent_activities=settings.activity_threads,
-            max_concurrent_local_activities=settings.local_activity_slots,
-            max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+            tuner=slot_tuner(settings),
             nonsticky_to_sticky_poll_ratio=settings.nonsticky_poll_ratio,
             max_cached_workflows=settings.max_cached_workflows,
             graceful_shutdown_timeout=settings.graceful_shutdown,

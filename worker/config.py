@@ -102,6 +102,12 @@ class WorkerSettings(BaseModel):
     # 17-pod replicas in 67-68 s with 34-37 history events each against 64 s and 25-26 (docs/benchmarks.md).
     max_concurrent_workflow_tasks: int = Field(
         default_factory=lambda: _positive("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", 12), ge=1)
+    # A freed workflow-task slot goes to a poll of this worker's sticky queue before one of the shared queue
+    # (worker/slots.py): in a creation wave the new replicas' first tasks took the slots, and a nudge for a replica
+    # already up waited out the sticky timeout and then queued behind the wave. Off: the SDK's fixed slots.
+    sticky_first_slots: bool = Field(
+        default_factory=lambda: _switch("GROVE_TEMPORAL_STICKY_FIRST_SLOTS", True),
+        description="give freed workflow-task slots to sticky polls first")
     # Of the SDK's five workflow-task pollers, the share that polls the shared task queue rather than this worker's
     # sticky queue. The SDK's 0.2 gives the shared queue one poller; after a hand-over every workflow the dead worker
     # held arrives there, and with one poller the survivor kept only 1.4 of its 4 slots busy. B5, two workers, 1,000

@@ -88,6 +88,22 @@ def test_workflow_task_slots_are_twelve_unless_told(monkeypatch: pytest.MonkeyPa
     assert WorkerSettings().max_concurrent_workflow_tasks == 16
 
 
+def test_freed_workflow_task_slots_go_to_sticky_polls_first_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    from temporalio.worker import FixedSizeSlotSupplier
+
+    from worker.app import slot_tuner
+    from worker.slots import StickyFirstSlots
+
+    monkeypatch.delenv("GROVE_TEMPORAL_STICKY_FIRST_SLOTS", raising=False)
+    supplier = slot_tuner(WorkerSettings())._get_workflow_task_slot_supplier()
+    assert isinstance(supplier, StickyFirstSlots) and supplier.free() == 12
+    monkeypatch.setenv("GROVE_TEMPORAL_STICKY_FIRST_SLOTS", "off")  # the SDK's fixed slots, as before
+    assert slot_tuner(WorkerSettings())._get_workflow_task_slot_supplier() == FixedSizeSlotSupplier(12)
+    result = CliRunner(env={"GROVE_TEMPORAL_STICKY_FIRST_SLOTS": "sometimes"}).invoke(app, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert "GROVE_TEMPORAL_STICKY_FIRST_SLOTS must be 1/true/yes/on or 0/false/no/off" in result.output
+
+
 @pytest.mark.parametrize(("value", "why"), [("0", "must be at least 1, got 0"),
                                             ("many", "must be a whole number, got 'many'")])
 def test_a_bad_slot_count_is_refused_in_one_line_naming_the_variable(value: str, why: str) -> None:
