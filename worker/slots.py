@@ -12,6 +12,8 @@ which spread its pods' readiness over more status windows.
 
 Here a freed slot goes to a waiting poll of the sticky queue before one of the shared queue: tasks of workflows
 this worker holds (short: a read, a release, a status write) go before new work. The number of slots is the same.
+The shared queue gets every slot the sticky pollers do not wait for: at most two polls (the SDK's sticky pollers)
+wait at a time, so new work waits only while the sticky queue keeps handing out tasks.
 B3, 100 replicas of 17 pods, quiet, back to back: sticky timeouts 0-0.2 to 0, events per replica max 26-33 to 20
 and 25; at 1,000 replicas of 17 pods the longest queue wait went from 555 s to 20 s (docs/benchmarks.md).
 """
