@@ -33,7 +33,7 @@ from typing import Any
 from activities.backend import detect
 from bench import direct, floor, replicas, report, temporal_floor
 from bench.cluster import BenchCluster, Clusters
-from bench.observer import Observer
+from bench.observer import Observer, Tracked
 from bench.profile import Profiler
 from bench.sampling import (
     Delta,
@@ -244,11 +244,13 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
                 "timed_out_after_s": round(time.time() - t0, 1), **_pods_so_far(observer, fleet, t0),
                 **figures}) from late
         figures = _spent(cluster, worker, before, component_cpu, size, profiler)
-        per_pod = [p.first(lambda s: not s["gated"]) or 0.0 for p in observer.select("Pod", namespace)]
-        spread = readiness_spread(observer, namespace)
-        to_ready = [ready - released for p in observer.select("Pod", namespace)
-                    if (released := p.first(lambda s: not s["gated"])) is not None
-                    and (ready := p.first(lambda s: s["ready"])) is not None]
+        pods = observer.select("Pod", namespace)
+        released_at = [p.first(lambda s: not s["gated"]) for p in pods]
+        ready_at = [p.first(lambda s: s["ready"]) for p in pods]
+        per_pod = [released or 0.0 for released in released_at]
+        spread = readiness_spread(pods, ready_at)
+        to_ready = [ready - released for released, ready in zip(released_at, ready_at, strict=True)
+                    if released is not None and ready is not None]
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
     sampled = await sample_histories(cluster.client, workflow_ids)
@@ -272,14 +274,13 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
     }
 
 
-def readiness_spread(observer: Observer, namespace: str) -> list[float]:
-    """Per replica, the seconds from its first pod Ready to its last. A replica's status-only changes are held for
-    the status window, so a replica whose pods come Ready over a longer spread takes a round more (a read-only
-    workflow task and five history events) for each window it spans: the figure that explains history events rising
-    with the machine's load."""
+def readiness_spread(pods: list[Tracked], ready_at: list[float | None]) -> list[float]:
+    """Per replica, the seconds from its first pod Ready to its last (`ready_at`: when each of `pods` first was).
+    A replica's status-only changes are held for the status window, so a replica whose pods come Ready over a
+    longer spread takes a round more (a read-only workflow task and five history events) for each window it spans:
+    the figure that explains history events rising with the machine's load."""
     first_last: dict[tuple[str, str], tuple[float, float]] = {}
-    for pod in observer.select("Pod", namespace):
-        ready = pod.first(lambda s: s["ready"])
+    for pod, ready in zip(pods, ready_at, strict=True):
         key = (pod.labels.get(names.LABEL_PART_OF, ""), pod.labels.get(names.LABEL_PCS_REPLICA_INDEX, ""))
         if ready is None or not all(key):
             continue

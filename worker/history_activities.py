@@ -127,9 +127,22 @@ def idle_tasks(events: list[HistoryEvent]) -> int:
     """Workflow tasks that completed having done nothing: no command, no local activity (nothing recorded right
     after their WORKFLOW_TASK_COMPLETED). A nudge whose change the workflow's last read had already seen costs one
     (its signal and the task's three events)."""
-    return sum(1 for event, after in zip(events, [*events[1:], None], strict=True)
-               if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
-               and (after is None or after.event_type not in _COMMAND_EVENTS))
+    return sum(1 for commands in _task_commands(events) if not commands)
+
+
+def _task_commands(events: list[HistoryEvent]) -> list[list[HistoryEvent]]:
+    """Per completed workflow task, the events its commands recorded right after its WORKFLOW_TASK_COMPLETED."""
+    tasks: list[list[HistoryEvent]] = []
+    current: list[HistoryEvent] | None = None
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            current = []
+            tasks.append(current)
+        elif current is not None and event.event_type in _COMMAND_EVENTS:
+            current.append(event)
+        else:
+            current = None
+    return tasks
 
 
 @dataclass(frozen=True)
@@ -183,16 +196,6 @@ def read_only_tasks(events: list[HistoryEvent], reads: frozenset[str]) -> int:
     """Workflow tasks whose only commands were reads: local activities named in `reads` and nothing else. A replica
     woken for a change that only moves its status (a pod bound or Ready) reads, finds nothing to decide, and writes
     its status inside that read (MirrorWithRead): such a task costs its signal, three task events and a marker."""
-    count = 0
-    for index, event in enumerate(events):
-        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            continue
-        commands = []
-        for after in events[index + 1:]:
-            if after.event_type not in _COMMAND_EVENTS:
-                break
-            commands.append(after)
-        if commands and all((local := local_activity(c)) is not None and local.name in reads for c in commands):
-            count += 1
-    return count
-
+    return sum(1 for commands in _task_commands(events)
+               if commands and all((local := local_activity(c)) is not None and local.name in reads
+                                   for c in commands))
