@@ -35,12 +35,12 @@ missing meanwhile is still found at once: its first-list nudge finds no workflow
 Status-only changes. Most watch events of a replica coming up or rolling only move what its status counts: a pod
 bound, Running, Ready. Each nudge is a signal in the replica's history, and most bring a workflow task: a 17-pod
 replica took about 20 signals from created to Available. A change that the workflow decides on (readiness lost, a
-gate or deletion, a pod that failed, the binding that leaves every released base pod bound while other pods wait on
-it, Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at once; one
-that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) from the first such
-change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a change for
-status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a replica
-Ready goes at once, with what was held: the replica is up, and its Available waits on it.
+gate or deletion, a pod that failed, the binding that leaves every released pod of a PodGang bound while pods wait
+on that gang, Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at
+once; one that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) from the
+first such change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a
+change for status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a
+replica Ready goes at once, with what was held: the replica is up, and its Available waits on it.
 
 The Ready that brings a PodClique to its minAvailable may wait too, yet the workflow acts on it: the first time sets
 the PodClique's was-available bit, without which a later loss is no breach. So every watcher remembers, per replica,
@@ -153,6 +153,7 @@ ReplicaLabels = tuple[str, str, str]  # (namespace, PCS, replica index) as a pod
 class _PodFacts:
     """What the status-only test needs of a replica's other pods."""
     base: bool  # in the base gang (scaled pods carry the base PodGang's name)
+    gang: str | None  # its PodGang
     bound: bool
     ready: bool
     gated: bool  # our scheduling gate is still on
@@ -165,7 +166,7 @@ class _PodFacts:
     def of(pod: JSON) -> _PodFacts:
         meta = pod.get("metadata", {})
         labels = meta.get("labels") or {}
-        return _PodFacts(base=names.LABEL_BASE_PODGANG not in labels,
+        return _PodFacts(base=names.LABEL_BASE_PODGANG not in labels, gang=labels.get(names.LABEL_PODGANG),
                          bound=bool((pod.get("spec") or {}).get("nodeName")),
                          ready=pod_ready(pod), gated=pod_gated(pod),
                          waiting=(meta.get("annotations") or {}).get(names.ANNOTATION_STARTUP) == names.STARTUP_WAITING,
@@ -793,9 +794,10 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
     begins), failed or finished, a gate gained or lost, deletion begun; nor Ready gained while a pod of the replica
     waits for startup order (its release may wait on this one) or has another template (a rolling update waits on
     it) or is in a PodClique whose minAvailable the watcher has not heard (`_note_reached` cannot vouch for it), nor
-    the binding of a base pod that leaves every released base pod of the replica bound while a pod is
-    gated (the scaled gangs and the base gang's surplus pods are released on it). A change taken for status-only
-    wrongly costs only the window's latency: the nudge is still sent."""
+    the binding that leaves every released pod of its PodGang bound while a pod waits on that gang being scheduled:
+    for the base gang any gated pod of the replica (the scaled gangs and the base gang's surplus pods are released
+    on it), for a scaled gang a gated pod of its own (its surplus pods, which the kube backend releases on it). A
+    change taken for status-only wrongly costs only the window's latency: the nudge is still sent."""
     if before[:NODE] != after[:NODE] or before[GATED] != after[GATED]:
         return False
     if before[READY] == "True" and after[READY] != "True":
@@ -806,12 +808,14 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
             pod.waiting or (pod.clique == facts.clique and pod.template != facts.template)
             for pod in siblings.values()) or not min_available_known):
         return False
-    bound = before[NODE] != after[NODE] or before[SCHEDULED] != after[SCHEDULED]
-    # Released base pods, not all base pods: a base PodClique's pods past its minAvailable keep their gate until the
-    # base gang is scheduled (grove/scheduling.py), so "every base pod bound" never held for such a replica, and its
-    # held pods went out a status window late (1 s for a 17-pod replica of four frontends and five decoders).
-    return not (bound and facts.base and all(pod.bound for pod in siblings.values() if pod.base and not pod.gated)
-                and any(pod.gated for pod in siblings.values()))
+    if before[NODE] == after[NODE] and before[SCHEDULED] == after[SCHEDULED]:
+        return True
+    # Released pods, not all pods: a PodClique's pods past its minAvailable keep their gate until their gang is
+    # scheduled (grove/scheduling.py), so "every pod of the gang bound" never held for such a gang, and its held
+    # pods went out a status window late (1 s for a 17-pod replica of four frontends and five decoders).
+    gang = [pod for pod in siblings.values() if (pod.base if facts.base else pod.gang == facts.gang)]
+    waiting_on_it = siblings.values() if facts.base else gang
+    return not (all(pod.bound for pod in gang if not pod.gated) and any(pod.gated for pod in waiting_on_it))
 
 
 def _all_ready(siblings: dict[ObjectKey, _PodFacts]) -> bool:

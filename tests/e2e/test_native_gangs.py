@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -19,6 +20,7 @@ from temporalio.client import Client
 from activities.kubeapi import JSON, NATIVE_PODGROUPS, PODS
 from grove import names
 from localstack.kwok import NodeShape
+from localstack.workerproc import WorkerProcess
 from tests.e2e.harness import Cluster, Replica, clique, is_gated, is_scheduled, pcs_manifest, wait_for
 from workflows.messages import ControlResult, ForceTerminateRequest, Phase
 
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from localstack.stack import LocalStack
-    from tests.e2e.harness import WorkerProcess
 
 HOLD_S = 30  # how long "nothing bound" must last
 
@@ -169,6 +170,34 @@ async def test_two_scaled_gangs_are_each_atomic_and_independent(
     capacity.add(cpu=6)
     wait_for(lambda: bound_by_gang(cluster).get(loser) == 3, timeout=60, what="the other scaled gang bound")
     assert bound_by_gang(cluster) == {"sg-0": 3, winner: 3, loser: 3}
+
+
+@pytest.fixture
+def long_window_worker(stack: LocalStack, namespace: str, crds: list[str]) -> Iterator[WorkerProcess]:
+    """A worker whose status-only nudges wait ten minutes: only a change nudged at once moves a replica here."""
+    process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
+                            namespace=namespace, log_dir=Path(stack.run_dir) / "test-workers",
+                            extra_env={"GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS": "600000"}).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def test_a_scaled_gangs_surplus_pod_goes_out_when_its_gang_binds(
+        cluster: Cluster, long_window_worker: WorkerProcess) -> None:
+    """A scaled PodClique's pod past its minAvailable keeps its gate until its own gang is scheduled. The binding
+    that completes that gang is nudged at once (worker/watcher.py), so with the status window at ten minutes the
+    surplus pod still goes out as soon as its gang binds; taken for status-only, it waited out the window."""
+    cluster.apply(pcs_manifest(
+        "sp", cluster.namespace, cliques=[clique("leader", 1, 1), clique("worker", 3, 2)],
+        scaling_groups=[{"name": "prefill", "replicas": 2, "minAvailable": 1, "cliqueNames": ["leader", "worker"]}]))
+    pods = wait_for(lambda: released(cluster, 8), timeout=60, what="all 8 pods released, the surplus ones too")
+    scaled = [p for p in pods if p["metadata"]["labels"][names.LABEL_PODGANG] == "sp-0-prefill-0"]
+    assert len(scaled) == 4  # leader, two required workers and the surplus one
+    assert [p["metadata"]["name"] for p in scaled if "schedulingGroup" not in p["spec"]] == \
+        ["sp-0-prefill-1-worker-2"], "only the surplus pod is outside the native gang"
+    wait_for(lambda: bound_by_gang(cluster) == {"sp-0": 4, "sp-0-prefill-0": 4}, timeout=60, what="all bound")
 
 
 async def test_termination_recreates_the_gang_with_a_podgroup_of_its_own(

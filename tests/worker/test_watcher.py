@@ -572,11 +572,12 @@ async def _first_lists_done(watcher: Watcher) -> None:
 
 def _pod(name: str, rv: int, *, node: str | None = None, ready: bool = False, phase: str = "Pending",
          scaled: bool = False, waiting: bool = False, template: str = "h1", clique: str = "p-0-a",
-         gated: bool = False) -> dict[str, Any]:
+         gated: bool = False, gang: str | None = None) -> dict[str, Any]:
     pod = _replica_object("Pod", name, rv, node=node, ready=ready, gated=gated)
     pod["status"]["phase"] = phase
     labels = pod["metadata"]["labels"]
     labels[names.LABEL_PODCLIQUE], labels[names.LABEL_POD_TEMPLATE_HASH] = clique, template
+    labels[names.LABEL_PODGANG] = gang or ("p-0-g-0-1" if scaled else "p-0")
     if scaled:
         labels[names.LABEL_BASE_PODGANG] = "p-0"
     if waiting:
@@ -680,6 +681,27 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
         "Ready regained"
     assert event(of_r(_pod("r-0-c-0", 45, node="n4", phase="Running", ready=True, clique="r-0-c"))) is False, \
         "Ready in a PodClique whose minAvailable the watcher has not heard: nothing vouches for its crossing"
+
+    # A scaled gang with a pod past its PodClique's minAvailable (kube backend): that pod keeps its gate until its
+    # own gang is scheduled, so the binding that leaves every released pod of that gang bound is decided on, and a
+    # binding in another gang is not.
+    scaled_surplus = {**pcs, "metadata": {**pcs["metadata"], "name": "s", "uid": "s-uid"}}
+    watcher.pcs_feed.known[("ns", "s")] = ((), scaled_surplus)
+
+    def of_s(pod: dict[str, Any]) -> dict[str, Any]:
+        pod["metadata"]["labels"][names.LABEL_PART_OF] = "s"
+        return pod
+
+    watcher._on_event(feed, "ADDED", of_s(_pod("s-0-a-0", 50, node="n1", clique="s-0-a")))  # the base gang, bound
+    for name, gang, gated in (("s-0-g-1-w-0", "s-0-g-0-1", False), ("s-0-g-1-w-1", "s-0-g-0-1", False),
+                              ("s-0-g-1-w-2", "s-0-g-0-1", True), ("s-0-g-2-w-0", "s-0-g-0-2", False)):
+        watcher._on_event(feed, "ADDED", of_s(_pod(name, 51, clique=name[:-2], scaled=True, gang=gang, gated=gated)))
+    assert event(of_s(_pod("s-0-g-1-w-0", 52, node="n1", clique="s-0-g-1-w", scaled=True, gang="s-0-g-0-1"))) \
+        is True, "one released pod of the scaled gang bound of two"
+    assert event(of_s(_pod("s-0-g-2-w-0", 53, node="n2", clique="s-0-g-2-w", scaled=True, gang="s-0-g-0-2"))) \
+        is True, "another scaled gang bound whole, with no pod of its own gated: only status"
+    assert event(of_s(_pod("s-0-g-1-w-1", 54, node="n2", clique="s-0-g-1-w", scaled=True, gang="s-0-g-0-1"))) \
+        is False, "the binding that leaves every released pod of a scaled gang bound while its surplus pod waits"
 
 
 def test_podcliques_seen_at_min_available_ride_with_every_nudge_to_their_replica() -> None:
