@@ -814,7 +814,8 @@ def _status_only(before: Fingerprint, after: Fingerprint, facts: _PodFacts,
     # scheduled (grove/scheduling.py), so "every pod of the gang bound" never held for such a gang, and its held
     # pods went out a status window late (1 s for a 17-pod replica of four frontends and five decoders).
     gang = [pod for pod in siblings.values() if (pod.base if facts.base else pod.gang == facts.gang)]
-    waiting_on_it = siblings.values() if facts.base else gang
+    # A pod held by startup order waits on Ready, not on its gang's binding (Ready there goes at once, above).
+    waiting_on_it = siblings.values() if facts.base else [pod for pod in gang if not pod.waiting]
     return not (all(pod.bound for pod in gang if not pod.gated) and any(pod.gated for pod in waiting_on_it))
 
 

@@ -702,6 +702,11 @@ def test_changes_that_only_move_status_may_wait_and_the_ones_a_workflow_decides_
         is True, "another scaled gang bound whole, with no pod of its own gated: only status"
     assert event(of_s(_pod("s-0-g-1-w-1", 54, node="n2", clique="s-0-g-1-w", scaled=True, gang="s-0-g-0-1"))) \
         is False, "the binding that leaves every released pod of a scaled gang bound while its surplus pod waits"
+    watcher._on_event(feed, "ADDED", of_s(_pod("s-0-g-2-w-1", 55, clique="s-0-g-2-w", scaled=True, gang="s-0-g-0-2",
+                                               gated=True, waiting=True)))  # held by startup order, not binding
+    watcher._on_event(feed, "ADDED", of_s(_pod("s-0-g-2-l-0", 56, clique="s-0-g-2-l", scaled=True, gang="s-0-g-0-2")))
+    assert event(of_s(_pod("s-0-g-2-l-0", 57, node="n3", clique="s-0-g-2-l", scaled=True, gang="s-0-g-0-2"))) \
+        is True, "a scaled gang bound whose only gated pod waits for startup order: only status"
 
 
 def test_podcliques_seen_at_min_available_ride_with_every_nudge_to_their_replica() -> None:
