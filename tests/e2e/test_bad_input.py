@@ -7,7 +7,7 @@ import pytest
 from kubernetes.client import ApiClient
 from temporalio.client import Client, WorkflowUpdateFailedError
 
-from activities.kubeapi import PODCLIQUES, PODGANGS, PODS, SCALINGGROUPS, KubeError
+from activities.kubeapi import JSON, PODCLIQUES, PODGANGS, PODS, SCALINGGROUPS, KubeError
 from tests.corpus.admission import rules_suspended
 from tests.corpus.bad_manifests import CASES
 from tests.e2e.harness import Cluster, Replica, WorkerProcess, await_for, clique, pcs_manifest, wait_for
@@ -55,7 +55,12 @@ def test_corpus_is_refused_and_creates_nothing(cluster: Cluster, worker_process:
         condition = wait_for(lambda name=name: (c := _condition(cluster, name)) and c["status"] == "False" and c,
                              timeout=60, what=f"SpecValid=False on {name} ({case.id})")
         assert condition["reason"] == "Invalid" and case.field in condition["message"], (case.id, condition)
-    invalid_events = {e["involvedObject"]["name"]: e for e in cluster.events("InvalidSpec")}
+    # The Event follows the condition (written first, then recorded): wait for every one, not one listing.
+    def every_event() -> dict[str, JSON] | None:
+        events = {e["involvedObject"]["name"]: e for e in cluster.events("InvalidSpec")}
+        return events if all(name in events for name, _ in admitted) else None
+
+    invalid_events = wait_for(every_event, timeout=30, what="an InvalidSpec Event on every admitted PodCliqueSet")
     for name, case in admitted:
         assert name in invalid_events and case.field in invalid_events[name]["message"], case.id
         assert invalid_events[name]["type"] == "Warning"
