@@ -108,7 +108,9 @@ async def test_a_new_replicas_first_read_materialises_it_from_baseline_15_on(cli
             await _until(handle, lambda s: s.phase is Phase.AVAILABLE)
             history = await client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
             await handle.terminate("test over")
-        counts[baseline] = len(history.events)
+        # Markers up to the materialising one: the whole history's length also counts the status rounds that follow,
+        # and how many those are depends on timing (CI once saw 12 events against 8).
+        counts[baseline] = _local_activities(history).index(contract.ENSURE_REPLICA_RELEASING) + 1
         await replayer().replay_workflow(history)
         first_task = _local_activities(history)[:1]
         if baseline == INPUT_BASELINE_15:
@@ -117,7 +119,7 @@ async def test_a_new_replicas_first_read_materialises_it_from_baseline_15_on(cli
         else:
             assert cluster.calls[:2] == ["observe (cache)", "materialise"], cluster.calls
             assert first_task == [contract.OBSERVE_REPLICA_CACHED], _local_activities(history)
-    assert counts[INPUT_BASELINE_15] == counts[INPUT_BASELINE_14] - 1, f"one marker less: {counts}"
+    assert counts[INPUT_BASELINE_15] == counts[INPUT_BASELINE_14] - 1, f"one marker less until materialised: {counts}"
 
 
 def test_the_newest_baseline_takes_in_every_replica_patch() -> None:
