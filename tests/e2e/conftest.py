@@ -3,6 +3,7 @@ driving only that namespace (its own task queue and lease), so tests can kill an
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,13 +39,14 @@ def timeline(cluster: Cluster) -> Iterator[Timeline]:
         watching.stop()
 
 
-@pytest.fixture
-def worker_process(stack: LocalStack, namespace: str, crds: list[str],
-                   request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+@contextlib.contextmanager
+def running_worker(stack: LocalStack, namespace: str, request: pytest.FixtureRequest, *,
+                   kubeconfig: Path | None = None, extra_env: dict[str, str] | None = None) -> Iterator[WorkerProcess]:
+    """A worker process driving only `namespace`, stopped afterwards; its log printed if the test failed."""
     log_dir = Path(stack.run_dir) / "test-workers"
     log_dir.mkdir(parents=True, exist_ok=True)
-    process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
-                            namespace=namespace, log_dir=log_dir).start()
+    process = WorkerProcess(kubeconfig=kubeconfig or Path(stack.kubeconfig), temporal_address=stack.temporal_address,
+                            namespace=namespace, log_dir=log_dir, extra_env=extra_env or {}).start()
     try:
         yield process
     finally:
@@ -52,6 +54,13 @@ def worker_process(stack: LocalStack, namespace: str, crds: list[str],
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             print(f"--- worker log ({process.log_path.parent}) ---\n{process.logs()[-20000:]}")
+
+
+@pytest.fixture
+def worker_process(stack: LocalStack, namespace: str, crds: list[str],
+                   request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
+    with running_worker(stack, namespace, request) as process:
+        yield process
 
 
 REPLAY_TIMEOUT_SECONDS = 120.0
@@ -121,15 +130,6 @@ def sa_worker_process(stack: LocalStack, namespace: str, service_account_kubecon
     """Like worker_process, authenticated as deploy/'s ServiceAccount; its Lease where deploy/'s Role grants it."""
     from tests import deploykit
 
-    log_dir = Path(stack.run_dir) / "test-workers"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    process = WorkerProcess(kubeconfig=service_account_kubeconfig, temporal_address=stack.temporal_address,
-                            namespace=namespace, log_dir=log_dir,
-                            extra_env={"GROVE_TEMPORAL_LEASE_NAMESPACE": deploykit.NAMESPACE}).start()
-    try:
+    with running_worker(stack, namespace, request, kubeconfig=service_account_kubeconfig,
+                        extra_env={"GROVE_TEMPORAL_LEASE_NAMESPACE": deploykit.NAMESPACE}) as process:
         yield process
-    finally:
-        process.stop()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print(f"--- worker log ({process.log_path.parent}) ---\n{process.logs()[-20000:]}")

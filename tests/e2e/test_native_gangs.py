@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,7 +19,7 @@ from temporalio.client import Client
 from activities.kubeapi import JSON, NATIVE_PODGROUPS, PODS
 from grove import names
 from localstack.kwok import NodeShape
-from localstack.workerproc import WorkerProcess
+from tests.e2e.conftest import running_worker
 from tests.e2e.harness import Cluster, Replica, clique, is_gated, is_scheduled, pcs_manifest, wait_for
 from workflows.messages import ControlResult, ForceTerminateRequest, Phase
 
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from localstack.stack import LocalStack
+    from localstack.workerproc import WorkerProcess
 
 HOLD_S = 30  # how long "nothing bound" must last
 
@@ -173,15 +173,12 @@ async def test_two_scaled_gangs_are_each_atomic_and_independent(
 
 
 @pytest.fixture
-def long_window_worker(stack: LocalStack, namespace: str, crds: list[str]) -> Iterator[WorkerProcess]:
+def long_window_worker(stack: LocalStack, namespace: str, crds: list[str],
+                       request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
     """A worker whose status-only nudges wait ten minutes: only a change nudged at once moves a replica here."""
-    process = WorkerProcess(kubeconfig=Path(stack.kubeconfig), temporal_address=stack.temporal_address,
-                            namespace=namespace, log_dir=Path(stack.run_dir) / "test-workers",
-                            extra_env={"GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS": "600000"}).start()
-    try:
+    with running_worker(stack, namespace, request,
+                        extra_env={"GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS": "600000"}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def test_a_scaled_gangs_surplus_pod_goes_out_when_its_gang_binds(
