@@ -18,6 +18,9 @@ A second floor follows it (bench/temporal_floor.py): the same work, each replica
 of one minimal workflow; then a third, the same with a local activity (one workflow task per replica). Between the
 direct floor and the local one lies what one workflow per replica costs on this Temporal server at the least;
 between the Temporal floors and the product, what the product adds (observation, status, signals, timers).
+
+Every phase also reports its stack's strain (bench/strain.py: KWOK plays kube-apiserver refused, pod watches it cut
+off): a stack that falls behind slows whatever runs on it, so a ratio is read beside the two phases' strain.
 """
 
 from __future__ import annotations
@@ -150,7 +153,8 @@ def _assembled(results: list[dict[str, Any]], per_pcs: int, pods_per_replica: in
 
 def _progress(phase: str, size: int, result: dict[str, Any]) -> None:
     """Each phase's figures as soon as it ends: a later phase that fails or times out does not take them along."""
-    brief = {k: v for k, v in result.items() if not isinstance(v, dict | list) or k == "cpu_ms_per_replica"}
+    brief = {k: v for k, v in result.items()
+             if not isinstance(v, dict | list) or k in ("cpu_ms_per_replica", "stack_strain")}
     print(json.dumps({"b3_phase": phase, "replicas": size, **brief}), flush=True)
 
 
@@ -174,7 +178,7 @@ def _floor_namespace(cluster: BenchCluster, kind: str, size: int, per_pcs: int,
 def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int, timeout: float) -> dict[str, Any]:
     """The same replicas made by a direct client (no Temporal), their gates removed from a pod watch."""
     with _floor_namespace(cluster, "floor", size, per_pcs, pods_per_replica) as (backend, fleet, observer):
-        component_cpu = cluster.stack_cpu()
+        component_cpu, strain = cluster.stack_cpu(), cluster.strain()
         pods_total = size * pods_per_replica
         t0 = time.time()
         created = replicas.create_all(cluster, fleet)
@@ -191,7 +195,8 @@ def _floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int
     return {"backend": backend, "threads": FLOOR_THREADS, "create_requests_s": round(t_created - t0, 2),
             "all_released_s": round(t_released - t0, 2), "all_ready_s": round(t_ready - t0, 2),
             "kube_requests_per_replica": round((requests + pods_total) / size, 2),  # + one gate patch per pod
-            "stack_cpu_s": stack_cpu, "cpu_ms_per_replica": _per_replica(stack_cpu, size)}
+            "stack_cpu_s": stack_cpu, "cpu_ms_per_replica": _per_replica(stack_cpu, size),
+            "stack_strain": cluster.strain_since(strain)}
 
 
 async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica: int,
@@ -200,7 +205,7 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
     local activity): what one workflow per replica costs on this Temporal server at the least."""
     kind = "tlfloor" if local else "tfloor"
     with _floor_namespace(cluster, kind, size, per_pcs, pods_per_replica) as (backend, fleet, observer):
-        component_cpu = cluster.stack_cpu()
+        component_cpu, strain = cluster.stack_cpu(), cluster.strain()
         pods_total = size * pods_per_replica
         t0 = time.time()
         created = replicas.create_all(cluster, fleet)
@@ -217,7 +222,8 @@ async def _temporal_floor(cluster: BenchCluster, size: int, per_pcs: int, pods_p
     stack_cpu["worker"] = result["worker_cpu_s"]  # the floor's own worker process
     result.update(backend=backend, all_released_s=round(result["all_released_s"] + (began - t0), 2),
                   kube_requests_per_replica=round((len(created) + result.pop("requests") + pods_total) / size, 2),
-                  stack_cpu_s=stack_cpu, cpu_ms_per_replica=_per_replica(stack_cpu, size))
+                  stack_cpu_s=stack_cpu, cpu_ms_per_replica=_per_replica(stack_cpu, size),
+                  stack_strain=cluster.strain_since(strain))
     return result
 
 
@@ -227,7 +233,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
     worker = cluster.worker(namespace)
     worker.wait_ready()
     fleet = replicas.plan(namespace, size, per_pcs, pods_per_replica)
-    component_cpu = cluster.stack_cpu()
+    component_cpu, strain = cluster.stack_cpu(), cluster.strain()
     with Observer(cluster.kube, [namespace]) as observer:
         profiler = Profiler(worker.pid, cluster.log_dir / f"py-spy-b3-{size}.txt").start() if profile else None
         before = Reading.take(worker)
@@ -238,12 +244,12 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
             t_released, t_ready, t_settled = await replicas.settle(observer, fleet, timeout)
             t_quiet = await wait_quiet(worker, timeout=timeout)
         except TimeoutError as late:
-            figures = _spent(cluster, worker, before, component_cpu, size, profiler)
+            figures = _spent(cluster, worker, before, component_cpu, strain, size, profiler)
             raise report.Unfinished(str(late), {
                 "replicas": size, "create_requests_s": round(created - t0, 2),
                 "timed_out_after_s": round(time.time() - t0, 1), **_pods_so_far(observer, fleet, t0),
                 **figures}) from late
-        figures = _spent(cluster, worker, before, component_cpu, size, profiler)
+        figures = _spent(cluster, worker, before, component_cpu, strain, size, profiler)
         pods = observer.select("Pod", namespace)
         released_at = [p.first(lambda s: not s["gated"]) for p in pods]
         ready_at = [p.first(lambda s: s["ready"]) for p in pods]
@@ -290,9 +296,9 @@ def readiness_spread(pods: list[Tracked], ready_at: list[float | None]) -> list[
 
 
 def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, component_cpu: dict[str, float],
-           size: int, profiler: Profiler | None) -> dict[str, Any]:
-    """What the product spent since `before`: worker CPU and memory, Kubernetes requests, the stack's CPU, and the
-    worker's profile if one ran."""
+           strain: dict[str, int], size: int, profiler: Profiler | None) -> dict[str, Any]:
+    """What the product spent since `before`: worker CPU and memory, Kubernetes requests, the stack's CPU and strain,
+    and the worker's profile if one ran."""
     after = Reading.take(worker)
     profiled = profiler.stop() if profiler is not None else None
     delta = Delta.between(before, after)
@@ -308,6 +314,7 @@ def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, compon
         "kube_requests_by_verb_resource": delta.requests_by_verb_resource(),
         "stack_cpu_s": stack_cpu,
         "cpu_ms_per_replica": _per_replica({"worker": delta.cpu_seconds, **stack_cpu}, size),
+        "stack_strain": cluster.strain_since(strain),
         **({"worker_profile": profiled} if profiled else {}),
     }
 

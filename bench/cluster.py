@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.kubeapi import Kube, KubeError, Resource
-from bench import interrupt, procs
+from bench import interrupt, procs, strain
 from localstack.workerproc import WorkerProcess
 
 if TYPE_CHECKING:
@@ -77,6 +77,20 @@ class BenchCluster:
     def stack_cpu_since(self, before: dict[str, float]) -> dict[str, float]:
         """CPU seconds each stack process has used since `before` (a `stack_cpu()` reading), to 0.1 s."""
         return {k: round(v - before.get(k, 0.0), 1) for k, v in self.stack_cpu().items()}
+
+    def strain(self) -> dict[str, int]:
+        """The stack's strain counters so far (bench/strain.py): KWOK's refused plays, pod watches cut off."""
+        kwok = self.stack.components.get("kwok")
+        response = self.kube._request("GET", "/metrics", stream=True)
+        try:
+            metrics = response.read().decode()
+        finally:
+            response.release_conn()
+        return {"kwok_rejected_plays": strain.rejected_plays(kwok.process.log_path) if kwok is not None else 0,
+                "terminated_pod_watchers": strain.terminated_pod_watchers(metrics)}
+
+    def strain_since(self, before: dict[str, int]) -> dict[str, int]:
+        return strain.since(self.strain(), before)
 
     def close(self) -> None:
         for proc in self.workers:

@@ -108,6 +108,9 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert local["history_events_per_replica"] == 6, local
         assert local["kube_requests_per_replica"] == orchestrated["kube_requests_per_replica"]
         assert local["worker_cpu_s"] >= 0
+        for phase in (size, floor, orchestrated, local):  # each phase's strain on its own stack, counted from its start
+            assert set(phase["stack_strain"]) == {"kwok_rejected_plays", "terminated_pod_watchers"}
+            assert all(isinstance(v, int) and v >= 0 for v in phase["stack_strain"].values()), phase["stack_strain"]
     assert sum(s[floor]["worker_cpu_s"] for s in results["sizes"] for floor in ("temporal_floor", "temporal_floor_local")) > 0
     assert sum(s[phase]["stack_cpu_s"]["kube-apiserver"] for s in results["sizes"] for phase in ("floor", "temporal_floor")) > 0
     (growth,) = results["growth"]
