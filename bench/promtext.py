@@ -1,4 +1,5 @@
-"""The worker's /metrics, read the way Prometheus would: counters of Kubernetes requests, nudges, watch events."""
+"""The worker's /metrics, read the way Prometheus would: counters of Kubernetes requests, nudges, watch events
+(`parse` reads any /metrics text, e.g. kube-apiserver's for bench/strain.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,11 @@ FIRST_LIST_REPLICAS = "grove_temporal_first_list_replicas_total"  # by outcome: 
 
 def scrape(port: int, timeout: float = 10.0) -> Counters:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as response:
-        text = response.read().decode()
+        return parse(response.read().decode())
+
+
+def parse(text: str) -> Counters:
+    """The counters of a /metrics page in Prometheus' text format (any process's: the worker's, kube-apiserver's)."""
     values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
         # a histogram's observation count is a counter too (e.g. the SDK's workflow-task replays)

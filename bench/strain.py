@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+from bench import promtext
 
 REJECTED_PLAY = '"msg":"failed to apply stage"'
 TERMINATED_WATCHERS = "apiserver_terminated_watchers_total"
@@ -30,13 +30,9 @@ def rejected_plays(kwok_log: Path) -> int:
 
 
 def terminated_pod_watchers(metrics_text: str) -> int:
-    """kube-apiserver's count of pod watches it closed for falling behind, from its /metrics text."""
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name == TERMINATED_WATCHERS and sample.labels.get("resource") == "pods" \
-                    and sample.labels.get("group", "") == "":
-                return int(sample.value)
-    return 0  # the counter appears with the first termination
+    """kube-apiserver's count of pod watches it closed for falling behind, from its /metrics text (0 while absent: the
+    counter appears with the first termination)."""
+    return int(promtext.parse(metrics_text).total(TERMINATED_WATCHERS, group="", resource="pods"))
 
 
 def since(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
