@@ -36,6 +36,7 @@ from typing import Any
 from activities.backend import detect
 from bench import direct, floor, replicas, report, temporal_floor
 from bench.cluster import BenchCluster, Clusters
+from bench.heaviest import heaviest_timelines
 from bench.observer import Observer, Tracked
 from bench.profile import Profiler
 from bench.sampling import (
@@ -260,6 +261,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
     sampled = await sample_histories(cluster.client, workflow_ids)
+    heavy = await heaviest_timelines(cluster.client, lengths, pods, t0)
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),
@@ -271,6 +273,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "history_events_per_replica": summary([float(v) for v in lengths.values()], 1),
         "history_events_total": sum(lengths.values()),
         "history_event_kinds_per_replica": history_kinds(sampled),
+        "heaviest_replicas": heavy,  # their rounds beside their pods' milestones: what the tail's events answered
         "workflow_task_queue_wait": queue_waits(sampled),
         "idle_workflow_tasks_per_replica": idle_tasks_per_replica(sampled),
         "read_only_workflow_tasks_per_replica": read_only_tasks_per_replica(sampled),

@@ -199,3 +199,35 @@ def read_only_tasks(events: list[HistoryEvent], reads: frozenset[str]) -> int:
     return sum(1 for commands in _task_commands(events)
                if commands and all((local := local_activity(c)) is not None and local.name in reads
                                    for c in commands))
+
+
+@dataclass(frozen=True)
+class TaskRound:
+    """One completed workflow task, as a timeline shows it: when it completed, the signals that came since the task
+    before it completed (what woke it, mostly), and what its commands recorded (event kinds, as `event_kinds`)."""
+
+    completed_at: datetime
+    signals: tuple[str, ...]
+    commands: tuple[str, ...]
+
+
+def task_rounds(events: list[HistoryEvent]) -> list[TaskRound]:
+    """Every completed workflow task in order, with what woke it and what it did: the benchmarks print the rounds of
+    their heaviest replicas, to show which changes cost a replica its extra history events."""
+    activity_of: dict[int, str] = {}
+    tasks: list[tuple[datetime, list[str], list[str]]] = []
+    signals: list[str] = []
+    commands: list[str] | None = None  # the current task's, while its command events follow its COMPLETED
+    for event in events:
+        kind = _kind(event, activity_of)
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            commands = []
+            tasks.append((event.event_time.ToDatetime(UTC), signals, commands))
+            signals = []
+        elif commands is not None and event.event_type in _COMMAND_EVENTS:
+            commands.append(kind)
+        else:
+            commands = None
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                signals.append(kind.removeprefix("signal:"))
+    return [TaskRound(at, tuple(woke), tuple(did)) for at, woke, did in tasks]

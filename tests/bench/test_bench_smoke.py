@@ -87,6 +87,13 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert waits["all_s"]["n"] >= size["replicas"] and waits["all_s"]["min"] >= 0
         assert round(waits["after_sticky_timeout_s"]["n"] / size["replicas"], 2) == waits["sticky_timeouts_per_replica"]
         assert size["read_only_workflow_tasks_per_replica"] >= 0
+        heavy = size["heaviest_replicas"]  # the longest histories first, each with its rounds and its pods' milestones
+        assert heavy[0]["history_events"] == size["history_events_per_replica"]["max"], heavy
+        assert [h["history_events"] for h in heavy] == sorted((h["history_events"] for h in heavy), reverse=True)
+        for replica in heavy:
+            times = [r["at_s"] for r in replica["rounds"]]
+            assert times and times == sorted(times) and times[0] > 0, replica
+            assert set(replica["pods_s"]) == {"released", "bound", "ready"}, replica
         spread = size["replica_ready_spread_s"]  # every replica's pods came Ready: one spread each, none negative
         assert spread["n"] == size["replicas"] and spread["min"] >= 0
         assert size["pod_released_to_ready_s"]["min"] >= 0

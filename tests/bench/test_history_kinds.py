@@ -9,7 +9,15 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from tests.bench.test_once import local_marker, local_release, release
-from worker.history_activities import TaskWait, event_kinds, idle_tasks, read_only_tasks, task_waits
+from worker.history_activities import (
+    TaskRound,
+    TaskWait,
+    event_kinds,
+    idle_tasks,
+    read_only_tasks,
+    task_rounds,
+    task_waits,
+)
 
 
 def _event(event_id: int, kind: EventType.ValueType) -> HistoryEvent:
@@ -101,3 +109,23 @@ def test_a_workflow_task_that_only_read_is_read_only_and_one_that_also_acted_or_
     assert read_only_tasks(events[:17], reads) == 1
     assert read_only_tasks(events, frozenset({"observe_replica"})) == 0, "a read not named is not a read"
 
+
+
+def test_each_completed_task_is_listed_with_the_signals_that_came_before_it_and_what_it_recorded() -> None:
+    """Task one (the start) reads and sets a timer; two nudges wake task two, which reads and upserts the phase; a
+    pause wakes task three, which records nothing; a nudge after the last task woke none yet."""
+    completed, scheduled = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+    events = [_at(_event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), 0.0), _at(_event(2, scheduled), 0.0),
+              _at(_event(3, completed), 1.0), local_marker(4, "observe_replica_cached", {}),
+              _event(5, EventType.EVENT_TYPE_TIMER_STARTED), _signal(6, "nudge"), _signal(7, "nudge"),
+              _event(8, scheduled), _at(_event(9, completed), 12.5), local_marker(10, "observe_replica_cached", {}),
+              _event(11, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES), _signal(12, "pause"),
+              _event(13, scheduled), _at(_event(14, completed), 20.0), _signal(15, "nudge")]
+    start = datetime(2026, 12, 3, tzinfo=UTC)
+    assert task_rounds(events) == [
+        TaskRound(start + timedelta(seconds=1), (), ("local:observe_replica_cached", "TIMER_STARTED")),
+        TaskRound(start + timedelta(seconds=12.5), ("nudge", "nudge"),
+                  ("local:observe_replica_cached", "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES")),
+        TaskRound(start + timedelta(seconds=20), ("pause",), ()),
+    ]
+    assert task_rounds(events[:11]) == task_rounds(events)[:2] and task_rounds(events[:1]) == []
