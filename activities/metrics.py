@@ -40,6 +40,14 @@ NUDGES = Counter(
     "Nudge signals sent to replica workflows by the watcher",
     ["outcome"],  # sent | workflow-missing | failed
 )
+NUDGE_REQUESTS = Counter(
+    "grove_temporal_nudge_requests",
+    "Changes the watcher asked to nudge a replica workflow for, by when the nudge went (worker/watcher.py, "
+    "\"Status-only changes\")",
+    ["timing"],  # at-once | held (status-only, waits for the status window) | window-ended (a held nudge let go)
+)
+for _timing in ("at-once", "held", "window-ended"):  # on /metrics from the start
+    NUDGE_REQUESTS.labels(_timing)
 WATCH_EVENTS = Counter(
     "grove_temporal_watch_events",
     "Kubernetes watch events received by the watcher",

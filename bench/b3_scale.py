@@ -318,6 +318,7 @@ def _spent(cluster: BenchCluster, worker: WorkerProcess, before: Reading, compon
         "stack_cpu_s": stack_cpu,
         "cpu_ms_per_replica": _per_replica({"worker": delta.cpu_seconds, **stack_cpu}, size),
         "stack_strain": cluster.strain_since(strain),
+        "nudges_per_replica": delta.nudges_per_replica(size),
         **({"worker_profile": profiled} if profiled else {}),
     }
 

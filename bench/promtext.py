@@ -34,6 +34,7 @@ class Counters:
 
 KUBE_REQUESTS = "grove_temporal_kube_requests_total"
 NUDGES = "grove_temporal_nudges_total"
+NUDGE_REQUESTS = "grove_temporal_nudge_requests_total"  # by timing: at-once | held | window-ended
 OBSERVE_READS = "grove_temporal_observe_reads_total"  # routine replica reads, by source: cache | apiserver
 WATCH_EVENTS = "grove_temporal_watch_events_total"
 FIRST_LIST_REPLICAS = "grove_temporal_first_list_replicas_total"  # by outcome: versions | read | unchanged

@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
 from bench import procs, promtext
-from bench.promtext import KUBE_REQUESTS, OBSERVE_READS, Counters
+from bench.promtext import KUBE_REQUESTS, NUDGE_REQUESTS, NUDGES, OBSERVE_READS, Counters
 from bench.stats import summary
 from localstack.workerproc import WorkerProcess
 from worker.history_activities import event_kinds, idle_tasks, read_only_tasks, task_waits
@@ -67,6 +67,14 @@ class Delta:
 
     def requests_by_verb_resource(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.counters.by(KUBE_REQUESTS, "verb", "resource").items()}
+
+    def nudges_per_replica(self, replicas: int) -> dict[str, float]:
+        """The watcher's nudges per replica: signals sent, and the changes it was asked to nudge for by when they
+        went (at once; held for the status window; a held one let go at its window's end)."""
+        counts = {"sent": self.counters.total(NUDGES, outcome="sent"),
+                  **{f"{timing.replace('-', '_')}_requests": self.counters.total(NUDGE_REQUESTS, timing=timing)
+                     for timing in ("at-once", "held", "window-ended")}}
+        return {name: round(count / replicas, 2) for name, count in counts.items()}
 
     def observe_reads(self) -> dict[str, int]:
         """Routine replica reads by where they were served: `cache`, or `apiserver` where the cache could not."""

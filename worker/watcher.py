@@ -83,7 +83,7 @@ from activities.kubeapi import (
     resource_version,
     slim,
 )
-from activities.metrics import FIRST_LIST_REPLICAS, NUDGES, WATCH_EVENTS
+from activities.metrics import FIRST_LIST_REPLICAS, NUDGE_REQUESTS, NUDGES, WATCH_EVENTS
 from activities.watch_cache import WatchCache
 from grove import names
 from grove.models.podcliqueset import wanted_replicas
@@ -242,6 +242,7 @@ class Nudger:
         from the apiserver). `status_only`: the events change nothing the workflow decides on, only the status it
         mirrors; the nudge may wait for the status window."""
         if status_only and self.status_window_seconds > 0 and workflow_id not in self._pending:
+            NUDGE_REQUESTS.labels("held").inc()
             if workflow_id in self._held:  # merged in place: its window still ends when it did
                 due, held = self._held[workflow_id]
                 self._held[workflow_id] = (due, _merged(held, versions))
@@ -249,6 +250,11 @@ class Nudger:
                 self._held[workflow_id] = (asyncio.get_running_loop().time() + self.status_window_seconds, versions)
                 self._held_wake.set()
             return
+        NUDGE_REQUESTS.labels("at-once").inc()
+        self._queue(workflow_id, versions)
+
+    def _queue(self, workflow_id: str, versions: Versions | None) -> None:
+        """Send a nudge for these versions next, with whatever is held or pending for the workflow."""
         if workflow_id in self._held:
             versions = _merged(self._held.pop(workflow_id)[1], versions)
         if workflow_id in self._pending:
@@ -279,12 +285,13 @@ class Nudger:
                     await asyncio.sleep(due - loop.time())
                     continue  # the first may have been taken along meanwhile
                 del self._held[workflow_id]
-                self.request(workflow_id, versions)
+                NUDGE_REQUESTS.labels("window-ended").inc()
+                self._queue(workflow_id, versions)
 
     def _release_all_held(self) -> None:
         held, self._held = self._held, {}
         for workflow_id, (_, versions) in held.items():
-            self.request(workflow_id, versions)
+            self._queue(workflow_id, versions)
 
     async def _send_pending(self, tasks: set[asyncio.Task[None]]) -> None:
         while True:
@@ -310,7 +317,7 @@ class Nudger:
                 NUDGES.labels("sent").inc()
                 self.failing_since = None
             except asyncio.CancelledError:  # this term ends (the Lease lost or handed back): a later one sends it
-                self.request(workflow_id, versions)
+                self._queue(workflow_id, versions)
                 raise
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
@@ -322,7 +329,7 @@ class Nudger:
                 if self.failing_since is None:
                     self.failing_since = time.monotonic()
                 log.warning("nudge %s failed, retrying in %gs: %s", workflow_id, self.retry_seconds, exc)
-                self.request(workflow_id, versions)  # still in flight meanwhile: new events coalesce into this retry
+                self._queue(workflow_id, versions)  # still in flight meanwhile: new events coalesce into this retry
                 await asyncio.sleep(self.retry_seconds)
         finally:
             self._in_flight.discard(workflow_id)

@@ -87,6 +87,9 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         assert waits["all_s"]["n"] >= size["replicas"] and waits["all_s"]["min"] >= 0
         assert round(waits["after_sticky_timeout_s"]["n"] / size["replicas"], 2) == waits["sticky_timeouts_per_replica"]
         assert size["read_only_workflow_tasks_per_replica"] >= 0
+        nudges = size["nudges_per_replica"]  # the watcher nudged every replica at least for its last pod Ready
+        assert set(nudges) == {"sent", "at_once_requests", "held_requests", "window_ended_requests"}, nudges
+        assert nudges["sent"] >= 1 and nudges["at_once_requests"] >= 1, nudges
         heavy = size["heaviest_replicas"]  # the longest histories first, each with its rounds and its pods' milestones
         assert heavy[0]["history_events"] == size["history_events_per_replica"]["max"], heavy
         assert [h["history_events"] for h in heavy] == sorted((h["history_events"] for h in heavy), reverse=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import REGISTRY
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
@@ -857,7 +858,14 @@ async def _running_nudger(window: float) -> AsyncIterator[tuple[_RecordingClient
             await running
 
 
+def _nudge_requests() -> dict[str, float]:
+    """grove_temporal_nudge_requests_total by timing, as /metrics shows it now."""
+    return {timing: REGISTRY.get_sample_value("grove_temporal_nudge_requests_total", {"timing": timing}) or 0.0
+            for timing in ("at-once", "held", "window-ended")}
+
+
 async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_takes_it_along() -> None:
+    counted = _nudge_requests()
     async with _running_nudger(0.3) as (client, nudger, began):
         nudger.request("a", {"Pod": 5}, status_only=True)
         nudger.request("a", {"Pod": 6}, status_only=True)
@@ -871,6 +879,9 @@ async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_tak
         assert [(wid, versions) for _, wid, versions in client.sent] == [("b", {"Pod": 8, "PodClique": 2}),
                                                                           ("a", {"Pod": 6})], "one nudge for a's two"
         assert client.sent[1][0] - began >= 0.3
+        now = _nudge_requests()
+        assert {timing: now[timing] - counted[timing] for timing in now} == {
+            "at-once": 1, "held": 3, "window-ended": 1}, "b's held change went with b's at-once one, a's at its end"
         nudger.request("c", {"Pod": 9}, status_only=True)
     assert nudger._pending == {"c": {"Pod": 9}}, "a term that ends keeps its held nudges for the next"
 
