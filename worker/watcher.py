@@ -566,7 +566,7 @@ class Watcher:
                                         self._clique_spec(key[0], siblings[key].clique)[0] is not None,
                                         self._gangs_told.get(_replica_labels(obj) or ("", "", ""), {}))
                        and not _all_ready(siblings))
-        if siblings is not None and not status_only and self.leading:
+        if siblings is not None and not status_only and not first and self.leading:  # a nudge goes at once
             self._tell_gang(obj, siblings[key], siblings)
         for replica_key in self._replica_keys(obj):
             if first:
