@@ -127,21 +127,32 @@ def idle_tasks(events: list[HistoryEvent]) -> int:
     """Workflow tasks that completed having done nothing: no command, no local activity (nothing recorded right
     after their WORKFLOW_TASK_COMPLETED). A nudge whose change the workflow's last read had already seen costs one
     (its signal and the task's three events)."""
-    return sum(1 for commands in _task_commands(events) if not commands)
+    return sum(1 for task in _completed_tasks(events) if not task.commands)
 
 
-def _task_commands(events: list[HistoryEvent]) -> list[list[HistoryEvent]]:
-    """Per completed workflow task, the events its commands recorded right after its WORKFLOW_TASK_COMPLETED."""
-    tasks: list[list[HistoryEvent]] = []
-    current: list[HistoryEvent] | None = None
+@dataclass
+class _CompletedTask:
+    completed: HistoryEvent  # its WORKFLOW_TASK_COMPLETED
+    signals: list[HistoryEvent]  # the signals recorded since the task before it completed
+    commands: list[HistoryEvent]  # the events its commands recorded right after its WORKFLOW_TASK_COMPLETED
+
+
+def _completed_tasks(events: list[HistoryEvent]) -> list[_CompletedTask]:
+    """Every completed workflow task in order: one scan for the idle, read-only and timeline readings below."""
+    tasks: list[_CompletedTask] = []
+    signals: list[HistoryEvent] = []
+    current: _CompletedTask | None = None  # while its command events follow its COMPLETED
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            current = []
+            current = _CompletedTask(event, signals, [])
             tasks.append(current)
+            signals = []
         elif current is not None and event.event_type in _COMMAND_EVENTS:
-            current.append(event)
+            current.commands.append(event)
         else:
             current = None
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                signals.append(event)
     return tasks
 
 
@@ -196,9 +207,9 @@ def read_only_tasks(events: list[HistoryEvent], reads: frozenset[str]) -> int:
     """Workflow tasks whose only commands were reads: local activities named in `reads` and nothing else. A replica
     woken for a change that only moves its status (a pod bound or Ready) reads, finds nothing to decide, and writes
     its status inside that read (MirrorWithRead): such a task costs its signal, three task events and a marker."""
-    return sum(1 for commands in _task_commands(events)
-               if commands and all((local := local_activity(c)) is not None and local.name in reads
-                                   for c in commands))
+    return sum(1 for task in _completed_tasks(events)
+               if task.commands and all((local := local_activity(c)) is not None and local.name in reads
+                                        for c in task.commands))
 
 
 @dataclass(frozen=True)
@@ -214,20 +225,11 @@ class TaskRound:
 def task_rounds(events: list[HistoryEvent]) -> list[TaskRound]:
     """Every completed workflow task in order, with what woke it and what it did: the benchmarks print the rounds of
     their heaviest replicas, to show which changes cost a replica its extra history events."""
-    activity_of: dict[int, str] = {}
-    tasks: list[tuple[datetime, list[str], list[str]]] = []
-    signals: list[str] = []
-    commands: list[str] | None = None  # the current task's, while its command events follow its COMPLETED
-    for event in events:
-        kind = _kind(event, activity_of)
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            commands = []
-            tasks.append((event.event_time.ToDatetime(UTC), signals, commands))
-            signals = []
-        elif commands is not None and event.event_type in _COMMAND_EVENTS:
-            commands.append(kind)
-        else:
-            commands = None
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                signals.append(kind.removeprefix("signal:"))
-    return [TaskRound(at, tuple(woke), tuple(did)) for at, woke, did in tasks]
+    activity_of: dict[int, str] = {}  # as event_kinds names activities: filled from their scheduled events, in order
+    rounds = []
+    for task in _completed_tasks(events):
+        rounds.append(TaskRound(
+            task.completed.event_time.ToDatetime(UTC),
+            tuple(s.workflow_execution_signaled_event_attributes.signal_name for s in task.signals),
+            tuple(_kind(c, activity_of) for c in task.commands)))
+    return rounds
