@@ -40,13 +40,14 @@ NUDGES = Counter(
     "Nudge signals sent to replica workflows by the watcher",
     ["outcome"],  # sent | workflow-missing | failed
 )
+NUDGE_TIMINGS = ("at-once", "held", "window-ended")  # held: status-only, waits for the status window
 NUDGE_REQUESTS = Counter(
     "grove_temporal_nudge_requests",
     "Changes the watcher asked to nudge a replica workflow for, by when the nudge went (worker/watcher.py, "
     "\"Status-only changes\")",
-    ["timing"],  # at-once | held (status-only, waits for the status window) | window-ended (a held nudge let go)
+    ["timing"],  # NUDGE_TIMINGS; window-ended: a held nudge let go at its window's end
 )
-for _timing in ("at-once", "held", "window-ended"):  # on /metrics from the start
+for _timing in NUDGE_TIMINGS:  # on /metrics from the start
     NUDGE_REQUESTS.labels(_timing)
 WATCH_EVENTS = Counter(
     "grove_temporal_watch_events",

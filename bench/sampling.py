@@ -14,6 +14,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
+from activities.metrics import NUDGE_TIMINGS
 from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, NUDGE_REQUESTS, NUDGES, OBSERVE_READS, Counters
 from bench.stats import summary
@@ -73,7 +74,7 @@ class Delta:
         went (at once; held for the status window; a held one let go at its window's end)."""
         counts = {"sent": self.counters.total(NUDGES, outcome="sent"),
                   **{f"{timing.replace('-', '_')}_requests": self.counters.total(NUDGE_REQUESTS, timing=timing)
-                     for timing in ("at-once", "held", "window-ended")}}
+                     for timing in NUDGE_TIMINGS}}
         return {name: round(count / replicas, 2) for name, count in counts.items()}
 
     def observe_reads(self) -> dict[str, int]:

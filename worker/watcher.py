@@ -561,13 +561,14 @@ class Watcher:
             self._pcs_changed(key, obj, previous[1] if previous else None, versions, self._hold if first else None,
                               tell=not (first and _reconciled(obj)))
             return
+        replica = _replica_labels(obj) if siblings is not None else None  # a pod of a replica
         status_only = (siblings is not None and not listed and previous is not None and kind != "DELETED"
                        and _status_only(previous[0], feed.known[key][0], siblings[key], siblings,
                                         self._clique_spec(key[0], siblings[key].clique)[0] is not None,
-                                        self._gangs_told.get(_replica_labels(obj) or ("", "", ""), {}))
+                                        self._gangs_told.get(replica, {}) if replica is not None else {})
                        and not _all_ready(siblings))
-        if siblings is not None and not status_only and not first and self.leading:  # a nudge goes at once
-            self._tell_gang(obj, siblings[key], siblings)
+        if siblings is not None and replica is not None and not status_only and not first and self.leading:
+            self._tell_gang(replica, siblings[key], siblings)  # its nudge goes at once
         for replica_key in self._replica_keys(obj):
             if first:
                 self._hold(replica_key.workflow_id, versions)
@@ -594,11 +595,11 @@ class Watcher:
             self._note_reached(replica, key[0], facts, pods)
         return pods
 
-    def _tell_gang(self, pod: JSON, facts: _PodFacts, siblings: dict[ObjectKey, _PodFacts]) -> None:
+    def _tell_gang(self, replica: ReplicaLabels, facts: _PodFacts, siblings: dict[ObjectKey, _PodFacts]) -> None:
         """A nudge goes at once while every released pod of this pod's gang is bound: its round sees the gang
         scheduled (it reads at least this event), so remember which pods it saw bound."""
-        replica, scheduled = _replica_labels(pod), _gang_scheduled(facts, siblings)
-        if replica is not None and scheduled is not None:
+        scheduled = _gang_scheduled(facts, siblings)
+        if scheduled is not None:
             self._gangs_told.setdefault(replica, {})[scheduled[0]] = scheduled[1]
 
     def _note_reached(self, replica: ReplicaLabels, namespace: str, facts: _PodFacts,

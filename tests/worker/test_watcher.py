@@ -21,6 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.kubeapi import PODCLIQUESETS, Kube, slim
+from activities.metrics import NUDGE_TIMINGS
 from grove import names
 from tests.localstack.stack_proof_workflows import (
     NudgeCountWorkflow,
@@ -861,7 +862,7 @@ async def _running_nudger(window: float) -> AsyncIterator[tuple[_RecordingClient
 def _nudge_requests() -> dict[str, float]:
     """grove_temporal_nudge_requests_total by timing, as /metrics shows it now."""
     return {timing: REGISTRY.get_sample_value("grove_temporal_nudge_requests_total", {"timing": timing}) or 0.0
-            for timing in ("at-once", "held", "window-ended")}
+            for timing in NUDGE_TIMINGS}
 
 
 async def test_a_status_only_nudge_waits_for_the_window_unless_another_nudge_takes_it_along() -> None:
