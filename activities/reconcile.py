@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
 from temporalio.client import Client
@@ -83,9 +83,10 @@ def rollout_settled(obj: JSON, pcs: PodCliqueSet | None) -> bool:
 
 
 class ReconcileActivities:
-    def __init__(self, kube: Kube, client: Client) -> None:
+    def __init__(self, kube: Kube, client: Client, *, replica_task_timeout: timedelta | None = None) -> None:
         self.kube = kube
         self.client = client
+        self.replica_task_timeout = replica_task_timeout  # None: Temporal's default (10 s)
 
     @activity.defn(name=SYNC_PCS_BATCH)
     async def sync_pcs_batch(self, request: PcsBatchRequest) -> PcsBatchResult:
@@ -180,6 +181,7 @@ class ReconcileActivities:
             task_queue=request.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            task_timeout=self.replica_task_timeout,
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(GROVE_NAMESPACE, ref.namespace),
                 SearchAttributePair(GROVE_PCS, ref.pcs),

@@ -42,9 +42,11 @@ from bench.profile import Profiler
 from bench.sampling import (
     Delta,
     Reading,
+    histories_of,
     history_kinds,
     history_lengths,
     idle_tasks_per_replica,
+    over_target,
     queue_waits,
     read_only_tasks_per_replica,
     sample_histories,
@@ -261,6 +263,7 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
     sampled = await sample_histories(cluster.client, workflow_ids)
+    everyone = await histories_of(cluster.client, workflow_ids)
     heavy = await heaviest_timelines(cluster.client, lengths, pods, t0)
     return {
         "replicas": size,
@@ -273,6 +276,8 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
         "history_events_per_replica": summary([float(v) for v in lengths.values()], 1),
         "history_events_total": sum(lengths.values()),
         "history_event_kinds_per_replica": history_kinds(sampled),
+        # Every replica's workflow tasks by kind, and the tail's over the events target apart: what it spent them on.
+        "workflow_tasks": over_target(lengths, everyone, TARGET_EVENTS),
         "heaviest_replicas": heavy,  # their rounds beside their pods' milestones: what the tail's events answered
         "workflow_task_queue_wait": queue_waits(sampled),
         "idle_workflow_tasks_per_replica": idle_tasks_per_replica(sampled),

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
@@ -19,7 +20,7 @@ from bench import procs, promtext
 from bench.promtext import KUBE_REQUESTS, NUDGE_REQUESTS, NUDGES, OBSERVE_READS, Counters
 from bench.stats import summary
 from localstack.workerproc import WorkerProcess
-from worker.history_activities import event_kinds, idle_tasks, read_only_tasks, task_waits
+from worker.history_activities import event_kinds, heartbeat_tasks, idle_tasks, read_only_tasks, task_waits
 from workflows.contract import OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
@@ -191,3 +192,49 @@ def queue_waits(histories: list[list[HistoryEvent]]) -> dict[str, Any]:
     again = [w.seconds for w in waits if w.after_sticky_timeout]
     return {"all_s": summary([w.seconds for w in waits], 3), "after_sticky_timeout_s": summary(again, 3),
             "sticky_timeouts_per_replica": round(len(again) / len(histories), 2) if histories else 0.0}
+
+
+async def histories_of(client: Client, workflow_ids: Iterable[str], concurrency: int = 16) -> dict[str, list[HistoryEvent]]:
+    """The current run's history of each workflow (those that cannot be read are left out)."""
+    semaphore = asyncio.Semaphore(concurrency)
+    found: dict[str, list[HistoryEvent]] = {}
+
+    async def one(workflow_id: str) -> None:
+        async with semaphore:
+            with contextlib.suppress(RPCError):
+                found[workflow_id] = list((await client.get_workflow_handle(workflow_id).fetch_history()).events)
+
+    await asyncio.gather(*(one(w) for w in workflow_ids))
+    return found
+
+
+def task_kinds(histories: Iterable[list[HistoryEvent]]) -> dict[str, float]:
+    """Per replica (the mean over `histories`): its workflow tasks, and of them the heartbeats (a local activity
+    that ran past 80% of the task timeout), the read-only rounds, the idle ones that were not heartbeats, and those
+    that waited out a sticky queue's timeout first; and the signals it was sent."""
+    reads = frozenset({OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED})
+    totals: Counter[str] = Counter()
+    count = 0
+    for events in histories:
+        count += 1
+        beats = heartbeat_tasks(events)
+        totals.update({
+            "workflow_tasks": sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
+            "heartbeat_tasks": beats,
+            "read_only_tasks": read_only_tasks(events, reads),
+            "idle_tasks_not_heartbeats": idle_tasks(events) - beats,
+            "after_sticky_timeout": sum(1 for wait in task_waits(events) if wait.after_sticky_timeout),
+            "signals": sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
+        })
+    return {kind: round(totals[kind] / count, 2) for kind in ("workflow_tasks", "heartbeat_tasks", "read_only_tasks",
+            "idle_tasks_not_heartbeats", "after_sticky_timeout", "signals")} if count else {}
+
+
+def over_target(lengths: dict[str, int], histories: dict[str, list[HistoryEvent]], target: int) -> dict[str, Any]:
+    """Every replica's tasks (task_kinds), and apart those of the replicas whose history is longer than `target`:
+    what the tail's extra events were spent on. Read from the current runs of all replicas, not a sample: a
+    sample of the first 20 by name misses a creation burst's tail."""
+    tail = [histories[w] for w, length in lengths.items() if length > target and w in histories]
+    return {"target": target, "replicas_read": len(histories), "all_replicas": task_kinds(histories.values()),
+            "replicas_over": len(tail), "over": task_kinds(tail),
+            "replicas_with_heartbeats": sum(1 for events in histories.values() if heartbeat_tasks(events))}

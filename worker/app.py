@@ -9,6 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import Client, TLSConfig, WorkflowExecutionStatus
@@ -106,9 +107,10 @@ def _read(path: str | None) -> bytes | None:
 
 
 def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = None,
-                   cache: WatchCache | None = None, *, count_pcs: bool = True) -> list[Callable[..., Any]]:
+                   cache: WatchCache | None = None, *, count_pcs: bool = True,
+                   replica_task_timeout: timedelta | None = None) -> list[Callable[..., Any]]:
     replica = ReplicaActivities(kube, scheduling, cache, count_pcs=count_pcs)
-    reconcile = ReconcileActivities(kube, client)
+    reconcile = ReconcileActivities(kube, client, replica_task_timeout=replica_task_timeout)
     rollout = RolloutActivities(kube, cache)
     return [
         replica.observe_replica,
@@ -299,7 +301,8 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
             workflow_runner=workflow_runner(settings.workflow_sandbox),
-            activities=activities_for(kube, client, scheduling, cache, count_pcs=not settings.watcher),
+            activities=activities_for(kube, client, scheduling, cache, count_pcs=not settings.watcher,
+                                      replica_task_timeout=settings.replica_task_timeout),
             sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,
             tuner=slot_tuner(settings),

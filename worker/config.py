@@ -45,6 +45,13 @@ def _positive(variable: str, default: int) -> int:
     return value
 
 
+def _seconds_within(variable: str, default: int, low: int, high: int) -> timedelta:
+    value = _whole_number(variable, default)
+    if not low <= value <= high:
+        raise ValueError(f"{variable} must be between {low} and {high} seconds, got {value}")
+    return timedelta(seconds=value)
+
+
 def _port(variable: str) -> int | None:
     """A TCP port from the environment, None when unset; a malformed one stops the worker in one line."""
     if not os.environ.get(variable):
@@ -162,6 +169,15 @@ class WorkerSettings(BaseModel):
     # counts, and Available where minAvailable is below replicas, up to 5 s late.
     nudge_status_window: timedelta = Field(
         default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", 5000)))
+    # The workflow task timeout of the replica workflows this worker's reconciler starts (a running replica keeps
+    # the one it was started with, across continue-as-new too). A local activity that outlasts 80% of it makes the
+    # SDK heartbeat the task: three more history events each time. A new replica's first task materialises it (a
+    # local activity creating its objects), and in a creation burst that saturates kube-apiserver it ran ~16 s at
+    # 1,000 replicas of 17 pods: two heartbeats at Temporal's 10 s. The cost of a longer one: a task in flight on a
+    # worker that dies is retried only after it (replicas at rest have none in flight).
+    # Temporal refuses a workflow task timeout over 120 s.
+    replica_task_timeout: timedelta = Field(
+        default_factory=lambda: _seconds_within("GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S", 10, 1, 120))
     watch_resync: timedelta = timedelta(minutes=30)
     reconcile_every: timedelta = timedelta(minutes=10)
     reconciler_check: timedelta = Field(default=timedelta(seconds=60), gt=timedelta(0),

@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import TypeVar
 
 from temporalio.api.common.v1 import Payloads
@@ -128,6 +129,15 @@ def idle_tasks(events: list[HistoryEvent]) -> int:
     after their WORKFLOW_TASK_COMPLETED). A nudge whose change the workflow's last read had already seen costs one
     (its signal and the task's three events)."""
     return sum(1 for task in _completed_tasks(events) if not task.commands)
+
+
+def heartbeat_tasks(events: list[HistoryEvent]) -> int:
+    """Workflow tasks the SDK completed only to keep a task open while its local activities ran past 80% of the
+    workflow task timeout: nothing recorded, and the next task scheduled right away, with no signal, timer or
+    activity before it. Each costs three events (its COMPLETED, the next task's SCHEDULED and STARTED)."""
+    return sum(1 for before, after in pairwise(events)
+               if before.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+               and after.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED)
 
 
 @dataclass

@@ -90,6 +90,10 @@ async def test_b3_scale_grows_between_sizes(stack: LocalStack) -> None:
         nudges = size["nudges_per_replica"]  # the watcher nudged every replica at least for its last pod Ready
         assert set(nudges) == {"sent", "at_once_requests", "held_requests", "window_ended_requests"}, nudges
         assert nudges["sent"] >= 1 and nudges["at_once_requests"] >= 1, nudges
+        tasks = size["workflow_tasks"]  # every replica's history read: at least its first task each, none negative
+        assert tasks["replicas_read"] == size["replicas"] and tasks["all_replicas"]["workflow_tasks"] >= 1, tasks
+        assert min(tasks["all_replicas"].values()) >= 0 and tasks["target"] == 25, tasks
+        assert (tasks["replicas_over"] > 0) == (size["history_events_per_replica"]["max"] > 25), tasks
         heavy = size["heaviest_replicas"]  # the longest histories first, each with its rounds and its pods' milestones
         assert heavy[0]["history_events"] == size["history_events_per_replica"]["max"], heavy
         assert [h["history_events"] for h in heavy] == sorted((h["history_events"] for h in heavy), reverse=True)

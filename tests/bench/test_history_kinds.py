@@ -13,6 +13,7 @@ from worker.history_activities import (
     TaskRound,
     TaskWait,
     event_kinds,
+    heartbeat_tasks,
     idle_tasks,
     read_only_tasks,
     task_rounds,
@@ -89,6 +90,21 @@ def test_a_workflow_task_that_recorded_nothing_is_idle_and_one_that_read_or_wait
     assert idle_tasks(events) == 2
     assert idle_tasks(events[:11]) == 1
     assert idle_tasks(events[:8]) == 0
+
+
+def test_a_task_completed_only_to_keep_a_long_local_activity_going_is_a_heartbeat() -> None:
+    """The first task's read outlasts 80% of the task timeout twice: two heartbeat tasks, then the read's marker. A
+    task that records nothing for a nudge is idle, not a heartbeat: the next task waits for the next signal."""
+    marker, completed = EventType.EVENT_TYPE_MARKER_RECORDED, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    scheduled, started = EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+    events = [_event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED), _event(2, scheduled), _event(3, started),
+              _event(4, completed), _event(5, scheduled), _event(6, started), _event(7, completed),
+              _event(8, scheduled), _event(9, started), _event(10, completed), _event(11, marker),
+              _signal(12, "nudge"), _event(13, scheduled), _event(14, started), _event(15, completed),
+              _signal(16, "nudge"), _event(17, scheduled)]
+    assert heartbeat_tasks(events) == 2
+    assert idle_tasks(events) == 3  # an idle count takes the heartbeats in too
+    assert heartbeat_tasks(events[:7]) == 1
 
 
 def test_a_workflow_task_that_only_read_is_read_only_and_one_that_also_acted_or_did_nothing_is_not() -> None:

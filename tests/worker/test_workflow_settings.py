@@ -110,3 +110,20 @@ def test_a_bad_slot_count_is_refused_in_one_line_naming_the_variable(value: str,
     result = CliRunner(env={"GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS": value}).invoke(app, ["worker"])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS {why}"
+
+
+def test_replica_workflows_get_temporals_task_timeout_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S", raising=False)
+    assert WorkerSettings().replica_task_timeout.total_seconds() == 10
+    monkeypatch.setenv("GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S", "30")
+    assert WorkerSettings().replica_task_timeout.total_seconds() == 30
+
+
+@pytest.mark.parametrize("value, problem", [("0", "between 1 and 120 seconds, got 0"),
+                                            ("121", "between 1 and 120 seconds, got 121"),
+                                            ("20s", "a whole number, got '20s'")])
+def test_a_task_timeout_temporal_would_refuse_is_refused_in_one_line_naming_the_variable(value: str,
+                                                                                          problem: str) -> None:
+    result = CliRunner(env={"GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S": value}).invoke(app, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S must be {problem}"
