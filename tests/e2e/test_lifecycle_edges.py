@@ -1,5 +1,5 @@
 """Edges of a replica's life that the S-scenarios do not reach: a gate that is not ours, a clique scaled down, the
-PodCliqueSet deleted and created again under the same name."""
+PodCliqueSet deleted and created again under the same name, the workflow task timeout a worker starts replicas with."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from temporalio.service import RPCError
 
 from activities.kubeapi import PODCLIQUES, PODS
 from grove import names
+from tests.e2e.conftest import running_worker
 from tests.e2e.harness import (
     Cluster,
     Replica,
@@ -26,6 +27,8 @@ from workflows.contract import reconciler_workflow_id
 from workflows.messages import Phase, ReplicaOutcome
 
 if TYPE_CHECKING:
+    import pytest
+
     from localstack.stack import LocalStack
 
 FOREIGN_GATE = "example.com/quota-admission"
@@ -53,6 +56,17 @@ async def test_release_removes_only_our_gate_and_a_foreign_gate_keeps_the_pod_un
     cluster.kube.patch(PODS, cluster.namespace, name, {"spec": {"schedulingGates": []}})
     wait_for(lambda: cluster.ready_pods(1), timeout=60, what="the pod Ready once the foreign gate is gone")
     await Replica(temporal_client, cluster, "gates").wait_phase(Phase.AVAILABLE)
+
+
+async def test_a_replica_workflow_is_started_with_the_task_timeout_its_worker_was_given(
+        cluster: Cluster, stack: LocalStack, temporal_client: Client, request: pytest.FixtureRequest) -> None:
+    with running_worker(stack, cluster.namespace, request, extra_env={"GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S": "17"}):
+        cluster.apply(pcs_manifest("timeout", cluster.namespace, cliques=[clique("app", 1, 1)]))
+        replica = Replica(temporal_client, cluster, "timeout")
+        await replica.wait_phase(Phase.AVAILABLE)
+        history = await replica.handle.fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.workflow_task_timeout.ToTimedelta().total_seconds() == 17
 
 
 async def test_a_clique_scaled_down_loses_its_highest_pod_indices_first(
