@@ -83,3 +83,12 @@ FOREGROUND_DELETIONS_FINISHED = Counter(
     "PodCliques of ours left in foreground deletion with their pods gone, deleted again with Background propagation "
     "(worker/stuck_deletions.py)",
 )
+MATERIALISING = Gauge(
+    "grove_temporal_materialising",
+    "Replica materialisations (creating a replica's objects) running in this worker now (activities/pacing.py)",
+)
+MATERIALISE_LIMIT = Gauge(
+    "grove_temporal_materialise_limit",
+    "How many materialisations this worker lets run before its polls for new replicas' first tasks wait, led by how "
+    "long they take (activities/pacing.py)",
+)

@@ -59,6 +59,7 @@ from activities.observe import (
     terminating,
     uid_of,
 )
+from activities.pacing import CreationPace, paced
 from activities.reachability import LOCAL_WAIT_SECONDS, RETRY_WHEN_BACK, retry_while_down
 from activities.scaling import config_annotations, report_clamped, scale_in_order
 from activities.status import mirror, mirror_pcs
@@ -187,8 +188,10 @@ def translating_errors(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
 
 class ReplicaActivities:
     def __init__(self, kube: Kube, scheduling: Scheduling | None = None, cache: WatchCache | None = None, *,
-                 count_pcs: bool = True) -> None:
+                 count_pcs: bool = True, pace: CreationPace | None = None) -> None:
         self.kube = kube
+        # Materialisations running and their limit, shared with the worker's slots (activities/pacing.py).
+        self.pace = pace
         self.scheduling = scheduling or Scheduling()  # the gang scheduler backend (activities/backend.py)
         self.cache = cache  # the worker's watch cache; None: every read goes to the apiserver
         # Whether activities recount the PCS's availableReplicas; False where the watcher's leader keeps them.
@@ -340,7 +343,9 @@ class ReplicaActivities:
                 non_retryable=True,
             )
         changes = _Materialiser(self.kube, view, spec, ref, defer_deletes=defer_deletes)
-        changes.run()
+        with paced(self.pace) as created:
+            changes.run()
+            created(bool(changes.created))
         report_clamped(self.kube, ref, counts, spec.plan)
         return EnsureResult(
             created=tuple(changes.created),

@@ -29,6 +29,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.backend import Scheduling, detect
 from activities.fanout import FANOUT_POOLS, FANOUT_THREADS
 from activities.kubeapi import LEASES, Kube, KubeError, api_client
+from activities.pacing import FLOOR, CreationPace
 from activities.reconcile import ReconcileActivities
 from activities.replica import ReplicaActivities, drift_in_cache
 from activities.rollout import RolloutActivities
@@ -108,8 +109,9 @@ def _read(path: str | None) -> bytes | None:
 
 def activities_for(kube: Kube, client: Client, scheduling: Scheduling | None = None,
                    cache: WatchCache | None = None, *, count_pcs: bool = True,
-                   replica_task_timeout: timedelta | None = None) -> list[Callable[..., Any]]:
-    replica = ReplicaActivities(kube, scheduling, cache, count_pcs=count_pcs)
+                   replica_task_timeout: timedelta | None = None,
+                   pace: CreationPace | None = None) -> list[Callable[..., Any]]:
+    replica = ReplicaActivities(kube, scheduling, cache, count_pcs=count_pcs, pace=pace)
     reconcile = ReconcileActivities(kube, client, replica_task_timeout=replica_task_timeout)
     rollout = RolloutActivities(kube, cache)
     return [
@@ -262,11 +264,21 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
 
 
-def slot_tuner(settings: WorkerSettings) -> WorkerTuner:
-    """The worker's slots: workflow tasks sticky queue first (worker/slots.py), activities and local activities
-    fixed. Nexus is not served; its count is the SDK's default."""
-    workflow = (StickyFirstSlots(settings.max_concurrent_workflow_tasks) if settings.sticky_first_slots
-                else FixedSizeSlotSupplier(settings.max_concurrent_workflow_tasks))
+def creation_pace(settings: WorkerSettings) -> CreationPace | None:
+    """The worker's pace of materialisations (activities/pacing.py): at most one per workflow-task slot, each led
+    toward 40% of the replicas' workflow task timeout (half the 80% at which the SDK heartbeats a task)."""
+    if not (settings.creation_pacing and settings.sticky_first_slots):
+        return None
+    return CreationPace(settings.max_concurrent_workflow_tasks,
+                        0.4 * settings.replica_task_timeout.total_seconds(),
+                        floor=min(FLOOR, settings.max_concurrent_workflow_tasks))
+
+
+def slot_tuner(settings: WorkerSettings, pace: CreationPace | None = None) -> WorkerTuner:
+    """The worker's slots: workflow tasks sticky queue first (worker/slots.py), the shared queue held while `pace`
+    is full, activities and local activities fixed. Nexus is not served; its count is the SDK's default."""
+    workflow = (StickyFirstSlots(settings.max_concurrent_workflow_tasks, pace.full if pace else None)
+                if settings.sticky_first_slots else FixedSizeSlotSupplier(settings.max_concurrent_workflow_tasks))
     return WorkerTuner.create_composite(
         workflow_supplier=workflow,
         activity_supplier=FixedSizeSlotSupplier(settings.activity_threads),
@@ -295,6 +307,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
     # One list+watch per kind for this worker: routine observation reads it, and so does the watcher, leader or not.
     cache = WatchCache(kube, settings.watch_namespace, resync_seconds=settings.watch_resync.total_seconds()) \
         if settings.watch_cache else None
+    pace = creation_pace(settings)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="activity") as executor:
         worker = Worker(
             client,
@@ -302,10 +315,10 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
             workflows=WORKFLOWS,
             workflow_runner=workflow_runner(settings.workflow_sandbox),
             activities=activities_for(kube, client, scheduling, cache, count_pcs=not settings.watcher,
-                                      replica_task_timeout=settings.replica_task_timeout),
+                                      replica_task_timeout=settings.replica_task_timeout, pace=pace),
             sticky_queue_schedule_to_start_timeout=settings.sticky_timeout,
             activity_executor=executor,
-            tuner=slot_tuner(settings),
+            tuner=slot_tuner(settings, pace),
             nonsticky_to_sticky_poll_ratio=settings.nonsticky_poll_ratio,
             max_cached_workflows=settings.max_cached_workflows,
             graceful_shutdown_timeout=settings.graceful_shutdown,

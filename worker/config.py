@@ -115,6 +115,12 @@ class WorkerSettings(BaseModel):
     sticky_first_slots: bool = Field(
         default_factory=lambda: _switch("GROVE_TEMPORAL_STICKY_FIRST_SLOTS", True),
         description="give freed workflow-task slots to sticky polls first")
+    # New replicas' first tasks wait while the worker materialises as many replicas as its creation pace allows, a
+    # limit led by how long materialising takes (activities/pacing.py; needs sticky_first_slots). Off: every free slot
+    # may take a new replica, as before.
+    creation_pacing: bool = Field(
+        default_factory=lambda: _switch("GROVE_TEMPORAL_CREATION_PACING", True),
+        description="pace new replicas' first tasks by how long materialising takes")
     # Of the SDK's five workflow-task pollers, the share that polls the shared task queue rather than this worker's
     # sticky queue. The SDK's 0.2 gives the shared queue one poller; after a hand-over every workflow the dead worker
     # held arrives there, and with one poller the survivor kept only 1.4 of its 4 slots busy. B5, two workers, 1,000

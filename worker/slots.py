@@ -16,6 +16,10 @@ The shared queue gets every slot the sticky pollers do not wait for: at most two
 wait at a time, so new work waits only while the sticky queue keeps handing out tasks.
 B3, 100 replicas of 17 pods, quiet, back to back: sticky timeouts 0-0.2 to 0, events per replica max 26-33 to 20
 and 25; at 1,000 replicas of 17 pods the longest queue wait went from 555 s to 20 s (docs/benchmarks.md).
+
+A poll of the shared queue also waits, before it asks for a slot, while `hold_new_work` says so: while the worker
+materialises as many replicas as its creation pace allows (activities/pacing.py), a new replica's first task would
+only queue behind them inside its own workflow task.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from temporalio.worker import (
@@ -32,6 +37,10 @@ from temporalio.worker import (
     SlotReleaseContext,
     SlotReserveContext,
 )
+
+# How often a held poll of the shared queue looks again: a materialisation takes a second or more when they are
+# held, so 50 ms adds little to a first task's wait and costs nothing measurable.
+HOLD_RECHECK_SECONDS = 0.05
 
 
 @dataclass
@@ -46,9 +55,10 @@ class StickyFirstSlots(CustomSlotSupplier):
     (module docstring). The SDK may call release_slot from a thread of its own, so the count is kept under a lock
     and a waiting poll is woken on its own event loop."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, hold_new_work: Callable[[], bool] | None = None) -> None:
         if slots < 1:
             raise ValueError(f"workflow-task slots must be at least 1, got {slots}")
+        self._hold_new_work = hold_new_work
         self._free = slots
         self._lock = threading.Lock()
         self._waiters: deque[_Waiter] = deque()
@@ -58,6 +68,9 @@ class StickyFirstSlots(CustomSlotSupplier):
             return self._free
 
     async def reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit:
+        if not ctx.is_sticky and self._hold_new_work is not None:
+            while self._hold_new_work():  # holding no slot meanwhile: sticky polls take every one freed
+                await asyncio.sleep(HOLD_RECHECK_SECONDS)
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._free > 0:
@@ -77,6 +90,8 @@ class StickyFirstSlots(CustomSlotSupplier):
         return SlotPermit()
 
     def try_reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit | None:
+        if not ctx.is_sticky and self._hold_new_work is not None and self._hold_new_work():
+            return None
         with self._lock:
             if self._free > 0 and not self._waiters:
                 self._free -= 1

@@ -113,6 +113,25 @@ async def test_a_release_from_another_thread_wakes_the_waiting_poll() -> None:
     assert await asyncio.wait_for(waiting, 1) is not None
 
 
+async def test_a_shared_poll_waits_while_new_work_is_held_and_takes_no_slot_meanwhile() -> None:
+    """The creation pace is full (activities/pacing.py): a poll of the shared queue, where new replicas' first tasks
+    come from, waits without a slot; a sticky poll takes one at once; the shared poll goes once the hold clears."""
+    held = [True]
+    slots = StickyFirstSlots(2, lambda: held[0])
+    shared = await _pending(slots, False)
+    await asyncio.sleep(0.12)  # two rechecks
+    assert not shared.done() and slots.free() == 2, "waiting on the hold, not on a slot"
+    assert slots.try_reserve_slot(_ctx(False)) is None
+    sticky = await asyncio.wait_for(slots.reserve_slot(_ctx(True)), 1)
+    assert slots.free() == 1
+    held[0] = False
+    await asyncio.wait_for(shared, 1)
+    assert slots.free() == 0
+    for permit in (sticky, shared.result()):
+        _release(slots, permit)
+    assert slots.try_reserve_slot(_ctx(False)) is not None
+
+
 def test_a_bad_count_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="workflow-task slots must be at least 1, got 0"):
         StickyFirstSlots(0)

@@ -127,3 +127,27 @@ def test_a_task_timeout_temporal_would_refuse_is_refused_in_one_line_naming_the_
     result = CliRunner(env={"GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S": value}).invoke(app, ["worker"])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S must be {problem}"
+
+
+def test_new_replicas_are_paced_by_how_long_materialising_takes_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pace's target is 40% of the replicas' task timeout (the SDK heartbeats a task at 80%); its ceiling is the
+    slot count, so it never lets more run than the slots did; off, or without sticky-first slots, there is none."""
+    from worker.app import creation_pace, slot_tuner
+    from worker.slots import StickyFirstSlots
+
+    for variable in ("GROVE_TEMPORAL_CREATION_PACING", "GROVE_TEMPORAL_STICKY_FIRST_SLOTS",
+                     "GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S", "GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS"):
+        monkeypatch.delenv(variable, raising=False)
+    pace = creation_pace(WorkerSettings())
+    assert pace is not None and (pace.ceiling, pace.target, pace.floor) == (12, 4.0, 2)
+    supplier = slot_tuner(WorkerSettings(), pace)._get_workflow_task_slot_supplier()
+    assert isinstance(supplier, StickyFirstSlots)
+    monkeypatch.setenv("GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S", "30")
+    monkeypatch.setenv("GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "1")
+    pace = creation_pace(WorkerSettings())
+    assert pace is not None and (pace.ceiling, pace.target, pace.floor) == (1, 12.0, 1)
+    monkeypatch.setenv("GROVE_TEMPORAL_CREATION_PACING", "off")
+    assert creation_pace(WorkerSettings()) is None
+    monkeypatch.setenv("GROVE_TEMPORAL_CREATION_PACING", "on")
+    monkeypatch.setenv("GROVE_TEMPORAL_STICKY_FIRST_SLOTS", "off")
+    assert creation_pace(WorkerSettings()) is None
