@@ -88,7 +88,8 @@ def test_defaults_render_deploys_objects_with_deploys_rules_and_crds(helm: Path)
     assert config["GROVE_TEMPORAL_WATCH_NAMESPACE"] == "" and config["GROVE_TEMPORAL_SCHEDULER_BACKEND"] == "auto"
     plain = deploy_doc("configmap.yaml", "ConfigMap")["data"]
     for key in ("GROVE_TEMPORAL_MAX_CACHED_WORKFLOWS", "GROVE_TEMPORAL_WORKFLOW_SANDBOX", "GROVE_TEMPORAL_NUDGE_COALESCE_MS",
-                "GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", "GROVE_TEMPORAL_STICKY_FIRST_SLOTS"):
+                "GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", "GROVE_TEMPORAL_STICKY_FIRST_SLOTS",
+                "GROVE_TEMPORAL_CREATION_PACING", "GROVE_TEMPORAL_REPLICA_TASK_TIMEOUT_S"):
         assert config[key] == plain[key], key
     assert config["GROVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS"] == "12"
     assert "TEMPORAL_TLS" not in config, "unset: the worker decides from the API key and TLS files"
