@@ -3,10 +3,10 @@ finishes well inside its workflow task.
 
 A new replica's first workflow task creates its objects in a local activity, and the task stays open while it runs.
 One that runs past 80% of the workflow task timeout makes the SDK heartbeat the task: three more history events,
-again every 80% after. Alone, a 17-pod replica materialises in about a second; in a creation burst kube-apiserver is
-the bottleneck, and by Little's law each materialisation then takes as long as the number running at once over the
-rate they complete. At 1,000 replicas of 17 pods, with every workflow-task slot on a first task, that was up to 16 s:
-two heartbeats, six of the tail's events (docs/benchmarks.md). Running fewer at once does not slow the burst while
+again every 80% after. Alone, a replica materialises well inside that; in a creation burst kube-apiserver is the
+bottleneck, and by Little's law each materialisation then takes as long as the number running at once over the rate
+they complete. At 1,000 replicas of 17 pods, with every workflow-task slot on a first task, that was 9.5 to 16 s:
+one or two heartbeats, and 97 replicas of the 1,000 heartbeated in one run (docs/benchmarks.md). Running fewer at once does not slow the burst while
 the rest still keep kube-apiserver saturated; it only stops each from waiting behind the others.
 
 So the worker keeps a limit on materialisations running, led by what they take. After each that created something,
