@@ -262,9 +262,9 @@ async def _one(cluster: BenchCluster, size: int, per_pcs: int, pods_per_replica:
                     if released is not None and ready is not None]
     workflow_ids = replicas.workflow_ids(cluster, fleet)  # a GET per PodCliqueSet for its UID: once
     lengths = await history_lengths(cluster.client, workflow_ids)
-    sampled = await sample_histories(cluster.client, workflow_ids)
-    everyone = await histories_of(cluster.client, workflow_ids)
-    heavy = await heaviest_timelines(cluster.client, lengths, pods, t0)
+    everyone = await histories_of(cluster.client, workflow_ids)  # each history read once, for every reading below
+    sampled = sample_histories(everyone)
+    heavy = heaviest_timelines(everyone, lengths, pods, t0)
     return {
         "replicas": size,
         "create_requests_s": round(created - t0, 2),

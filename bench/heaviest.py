@@ -8,12 +8,10 @@ Ready), all in seconds from the run's start, so a reader sees which change each 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.api.history.v1 import HistoryEvent
 
 from bench.observer import Tracked
 from grove import names
@@ -54,12 +52,9 @@ def timeline(workflow_id: str, events: int, rounds: list[TaskRound], pods: Itera
     }
 
 
-async def heaviest_timelines(client: Client, lengths: Mapping[str, int], pods: list[Tracked], t0: float,
-                             count: int = 3) -> list[dict[str, Any]]:
-    """`timeline` of each of the `count` heaviest replicas (their current run: B3's replicas do not hand over)."""
-    found = []
-    for workflow_id in heaviest(lengths, count):
-        with contextlib.suppress(RPCError):
-            history = await client.get_workflow_handle(workflow_id).fetch_history()
-            found.append(timeline(workflow_id, lengths[workflow_id], task_rounds(list(history.events)), pods, t0))
-    return found
+def heaviest_timelines(histories: Mapping[str, list[HistoryEvent]], lengths: Mapping[str, int], pods: list[Tracked],
+                       t0: float, count: int = 3) -> list[dict[str, Any]]:
+    """`timeline` of each of the `count` heaviest replicas whose history was read (their current run: B3's replicas
+    do not hand over)."""
+    return [timeline(workflow_id, lengths[workflow_id], task_rounds(histories[workflow_id]), pods, t0)
+            for workflow_id in heaviest({w: n for w, n in lengths.items() if w in histories}, count)]
