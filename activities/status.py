@@ -67,7 +67,9 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
     may lag a moment behind our own last write, so it never vetoes a write as unchanged: the workflow sends only
     objects whose mirrored digest changed. Otherwise (no cache, not synced, not there yet, another UID) a GET.
 
-    Where a watcher runs, its leader keeps the PCS's figures (worker/pcs_status.py) and `count_pcs` is False.
+    Where a watcher runs, its leader keeps the PCS's figures (worker/pcs_status.py) and `count_pcs` is False. Its
+    leader also writes the PodCliques' pod counts between rounds (worker/clique_counts.py): a round still writes
+    them as it read them, and where that was older than what the leader wrote, the leader writes them again.
     Otherwise the PCS is recounted here, shared (`recounts`) with the other replicas of the PCS that ask for one at
     the same time in this worker: each gets a recount that began after its own writes."""
     ref = request.ref
@@ -83,10 +85,15 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
             return False  # gone or recreated since the decision: the next evaluation mirrors the new one
         status = desired_status(current, item, now)
         status.update(_selector(ref.pcs, item))
-        if not cached and status == (current.get("status") or {}):
+        # Only the fields this mirror sets: a field another writer keeps is never sent back as this possibly older
+        # copy has it.
+        owned = {*item.fields, *item.texts, "conditions", *_selector(ref.pcs, item)}
+        patch = {key: value for key, value in status.items() if key in owned}
+        had = current.get("status") or {}
+        if not cached and all(had.get(key) == value for key, value in patch.items()):
             return False
         try:
-            kube.patch(resource, ref.namespace, item.name, {"status": status}, subresource="status")
+            kube.patch(resource, ref.namespace, item.name, {"status": patch}, subresource="status")
         except KubeError as exc:
             if cached and exc.not_found:
                 return False  # deleted after the cache saw it: as for a GET that found nothing

@@ -531,6 +531,8 @@ class Watcher:
             fingerprint = feed.fingerprint(obj)
             feed.known[key] = (fingerprint, slim(obj))
             relevant = previous is None or previous[0] != fingerprint
+        # Before this event's Ready is noted: whether its PodClique had reached minAvailable already (_heals).
+        reached_before = self._reached_uid(obj) if feed is self.pod_feed else None
         siblings = self._pod_facts(key, kind, obj, watched=not listed) if feed is self.pod_feed else None
         if feed is self.pclq_feed and kind == "DELETED":
             self._forget_reached(obj)
@@ -566,7 +568,8 @@ class Watcher:
                        and _status_only(previous[0], feed.known[key][0], siblings[key], siblings,
                                         self._clique_spec(key[0], siblings[key].clique)[0] is not None,
                                         self._gangs_told.get(replica, {}) if replica is not None else {})
-                       and not _all_ready(siblings))
+                       and not _all_ready(siblings)
+                       and not (previous[0][READY] != "True" and self._heals(key, siblings, reached_before)))
         if siblings is not None and replica is not None and not status_only and not first and self.leading:
             self._tell_gang(replica, siblings[key], siblings)  # its nudge goes at once
         for replica_key in self._replica_keys(obj):
@@ -594,6 +597,24 @@ class Watcher:
         if watched and facts.ready:
             self._note_reached(replica, key[0], facts, pods)
         return pods
+
+    def _reached_uid(self, pod: JSON) -> str | None:
+        """The UID of the pod's PodClique incarnation if a watch event has shown it at or past minAvailable."""
+        replica = _replica_labels(pod)
+        reached = self._replica_reached.get(replica) if replica is not None else None
+        clique = (pod.get("metadata", {}).get("labels") or {}).get(names.LABEL_PODCLIQUE)
+        return reached.get(clique) if reached and clique else None
+
+    def _heals(self, key: ObjectKey, siblings: dict[ObjectKey, _PodFacts], reached_before: str | None) -> bool:
+        """The pod's Ready (just gained) brings its PodClique, which had been available, back to minAvailable: a
+        breach ends, and the workflow cancels the termination it timed. Nudged at once, not held for the window:
+        the status would go on showing the breach, and the Temporal UI the termination pending."""
+        facts = siblings[key]
+        min_available, uid = self._clique_spec(key[0], facts.clique)
+        if not facts.ready or min_available is None or not uid or reached_before != uid:
+            return False
+        ready = sum(1 for pod in siblings.values() if pod.clique == facts.clique and pod.ready and not pod.terminating)
+        return ready == min_available
 
     def _tell_gang(self, replica: ReplicaLabels, facts: _PodFacts, siblings: dict[ObjectKey, _PodFacts]) -> None:
         """A nudge goes at once while every released pod of this pod's gang is bound: its round sees the gang

@@ -772,6 +772,35 @@ def test_a_binding_in_a_gang_whose_scheduling_a_nudge_already_told_is_only_statu
     assert follower._gangs_told == {}
 
 
+def test_a_ready_that_ends_a_breach_goes_at_once_where_a_first_crossing_waits() -> None:
+    """Pure logic: the Ready that brings a PodClique back to its minAvailable after a watch event had shown it there
+    ends a breach (the workflow cancels its termination timer), so its nudge goes at once; the first time a
+    PodClique reaches minAvailable, and a Ready past it, only move status and wait for the window."""
+    watcher, held, _ = _leading_watcher()
+    for name, replicas, min_available in (("p-0-a", 3, 2), ("p-0-b", 2, 2)):
+        watcher.pclq_feed.known[("ns", name)] = ((), slim({
+            "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}"},
+            "spec": {"replicas": replicas, "minAvailable": min_available}}))
+    feed = watcher.pod_feed
+    for name, clique in (("p-0-a-0", "p-0-a"), ("p-0-a-1", "p-0-a"), ("p-0-a-2", "p-0-a"), ("p-0-b-0", "p-0-b")):
+        watcher._on_event(feed, "ADDED", _pod(name, 1, node="n1", clique=clique))
+
+    def event(name: str, rv: int, ready: bool) -> bool:
+        held.clear()
+        watcher._on_event(feed, "MODIFIED", _pod(name, rv, node="n1", phase="Running", ready=ready))
+        ((status_only,),) = [held]
+        return status_only
+
+    assert event("p-0-a-0", 2, True) is True, "one Ready of minAvailable 2"
+    assert event("p-0-a-1", 3, True) is True, "the first crossing waits (the nudges after it carry it)"
+    assert event("p-0-a-2", 4, True) is True, "a Ready past minAvailable"
+    assert event("p-0-a-2", 5, False) is False, "readiness lost goes at once"
+    assert event("p-0-a-2", 6, True) is True, "regained, never below minAvailable: no breach ended"
+    assert event("p-0-a-1", 7, False) is False and event("p-0-a-2", 8, False) is False, "below minAvailable"
+    assert event("p-0-a-2", 9, True) is False, "the Ready that ends the breach goes at once"
+    assert event("p-0-a-1", 10, True) is True, "and the one past it waits again"
+
+
 def test_podcliques_seen_at_min_available_ride_with_every_nudge_to_their_replica() -> None:
     """Pure logic: a watch event that shows a PodClique's Ready pods (not being deleted, of one template) at its
     minAvailable is remembered by PodClique name and UID, for every later nudge to the replica to carry, though its
