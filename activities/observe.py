@@ -315,21 +315,6 @@ def clique_states(view: ClusterView, plan: ReplicaPlan | None = None,
     return states
 
 
-# The PodClique status fields that only count its pods. Where a watcher runs, its leader writes them from its cache
-# (worker/clique_counts.py), and the workflow's mirror leaves them alone (activities/status.py).
-POD_COUNT_FIELDS = ("replicas", "readyReplicas", "scheduledReplicas", "scheduleGatedReplicas")
-
-
-def pod_counts(pclq: JSON, pods: list[JSON]) -> dict[str, int]:
-    """POD_COUNT_FIELDS of this PodClique incarnation from `pods` (any superset of its own): counted as
-    clique_states counts them, which is what the workflow's mirror writes (workflows/presentation.py)."""
-    uid = uid_of(pclq)
-    live = [p for p in pods if controller_uid(p) == uid and not terminating(p)]
-    return dict(zip(POD_COUNT_FIELDS, (len(live), sum(1 for p in live if pod_ready(p)),
-                                       sum(1 for p in live if pod_scheduled(p)),
-                                       sum(1 for p in live if pod_gated(p))), strict=True))
-
-
 def _outdated(pod: JSON, target: str) -> bool:
     """Labelled with another template. A pod without the label (created before it existed) is adopted as current:
     grove-temporal cannot tell what it was made from (docs/limitations.md)."""

@@ -67,9 +67,7 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
     may lag a moment behind our own last write, so it never vetoes a write as unchanged: the workflow sends only
     objects whose mirrored digest changed. Otherwise (no cache, not synced, not there yet, another UID) a GET.
 
-    Where a watcher runs, its leader keeps the PCS's figures (worker/pcs_status.py) and `count_pcs` is False. Its
-    leader also writes the PodCliques' pod counts between rounds (worker/clique_counts.py): a round still writes
-    them as it read them, and where that was older than what the leader wrote, the leader writes them again.
+    Where a watcher runs, its leader keeps the PCS's figures (worker/pcs_status.py) and `count_pcs` is False.
     Otherwise the PCS is recounted here, shared (`recounts`) with the other replicas of the PCS that ask for one at
     the same time in this worker: each gets a recount that began after its own writes."""
     ref = request.ref

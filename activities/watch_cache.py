@@ -69,16 +69,6 @@ class NotFresh(Exception):
     """The cache cannot serve this read (not synced yet, or behind the versions asked for): read the apiserver."""
 
 
-def replica_index(obj: JSON) -> ReplicaIndex | None:
-    """The replica the object's labels place it in; None for an object of no replica."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    pcs, replica = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
-    if not pcs or replica is None:
-        return None
-    return (meta.get("namespace") or "", str(pcs), str(replica))
-
-
 def _trimmed(obj: JSON) -> JSON:
     """What the cache keeps: the object without managedFields (a third of a pod's bytes, never read)."""
     meta = obj.get("metadata")
@@ -115,6 +105,15 @@ class _Store:
         self.watch: ListWatch | None = None
         self.synced = threading.Event()
 
+    @staticmethod
+    def _index(obj: JSON) -> ReplicaIndex | None:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        pcs, replica = labels.get(names.LABEL_PART_OF), labels.get(names.LABEL_PCS_REPLICA_INDEX)
+        if not pcs or replica is None:
+            return None
+        return (meta.get("namespace") or "", str(pcs), str(replica))
+
     def put(self, obj: JSON) -> None:
         key = _key(obj)
         held = self.objects.get(key)
@@ -122,13 +121,13 @@ class _Store:
             return
         self.drop(key)
         self.objects[key] = _trimmed(obj)
-        index = replica_index(obj) if self.indexed else None
+        index = self._index(obj) if self.indexed else None
         if index is not None:
             self.by_replica[index].add(key[1])
 
     def drop(self, key: tuple[str, str]) -> None:
         old = self.objects.pop(key, None)
-        index = replica_index(old) if old is not None and self.indexed else None
+        index = self._index(old) if old is not None and self.indexed else None
         if index is not None:
             names_ = self.by_replica.get(index)
             if names_ is not None:
@@ -365,13 +364,6 @@ class WatchCache:
                                         if ns == namespace and owner == pcs for name in sorted(members)]
             pcs_obj = self._stores[PODCLIQUESETS.kind].objects.get((namespace, pcs))
         return pcs_obj, found
-
-    def replica_indexes(self, resource: Resource) -> list[ReplicaIndex]:
-        """Every replica the cache holds objects of this kind for; NotFresh before the first lists."""
-        with self._lock:
-            if not self.synced:
-                raise NotFresh("not synced yet")
-            return sorted(self._stores[resource.kind].by_replica)
 
     def podcliqueset_keys(self) -> list[tuple[str, str]]:
         """(namespace, name) of every cached PodCliqueSet."""

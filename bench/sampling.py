@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -22,6 +22,8 @@ from bench.stats import summary
 from localstack.workerproc import WorkerProcess
 from worker.history_activities import event_kinds, heartbeat_tasks, idle_tasks, read_only_tasks, task_waits
 from workflows.contract import OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED
+
+T = TypeVar("T")
 
 # Requests that happen on their own clock whatever the replicas do: leader-election renewals and open watches.
 BACKGROUND_RESOURCES = ("leases",)
@@ -103,19 +105,24 @@ async def wait_quiet(worker: WorkerProcess, quiet_seconds: float = 5.0, timeout:
     raise TimeoutError(f"the worker never went quiet within {timeout:.0f}s")
 
 
-async def _describe_all(client: Client, workflow_ids: Iterable[str],
-                        concurrency: int) -> dict[str, WorkflowExecutionDescription]:
-    """Each workflow's description (its current run); workflows that cannot be described are left out."""
+async def _each(workflow_ids: Iterable[str], fetch: Callable[[str], Awaitable[T]], concurrency: int) -> dict[str, T]:
+    """`fetch` of each workflow, `concurrency` at a time; workflows it fails for (an RPCError) are left out."""
     semaphore = asyncio.Semaphore(concurrency)
-    found: dict[str, WorkflowExecutionDescription] = {}
+    found: dict[str, T] = {}
 
     async def one(workflow_id: str) -> None:
         async with semaphore:
             with contextlib.suppress(RPCError):
-                found[workflow_id] = await client.get_workflow_handle(workflow_id).describe()
+                found[workflow_id] = await fetch(workflow_id)
 
     await asyncio.gather(*(one(w) for w in workflow_ids))
     return found
+
+
+async def _describe_all(client: Client, workflow_ids: Iterable[str],
+                        concurrency: int) -> dict[str, WorkflowExecutionDescription]:
+    """Each workflow's description (its current run); workflows that cannot be described are left out."""
+    return await _each(workflow_ids, lambda w: client.get_workflow_handle(w).describe(), concurrency)
 
 
 def _handed_over(described: WorkflowExecutionDescription) -> bool:
@@ -192,16 +199,10 @@ def queue_waits(histories: list[list[HistoryEvent]]) -> dict[str, Any]:
 
 async def histories_of(client: Client, workflow_ids: Iterable[str], concurrency: int = 16) -> dict[str, list[HistoryEvent]]:
     """The current run's history of each workflow (those that cannot be read are left out)."""
-    semaphore = asyncio.Semaphore(concurrency)
-    found: dict[str, list[HistoryEvent]] = {}
+    async def events(workflow_id: str) -> list[HistoryEvent]:
+        return list((await client.get_workflow_handle(workflow_id).fetch_history()).events)
 
-    async def one(workflow_id: str) -> None:
-        async with semaphore:
-            with contextlib.suppress(RPCError):
-                found[workflow_id] = list((await client.get_workflow_handle(workflow_id).fetch_history()).events)
-
-    await asyncio.gather(*(one(w) for w in workflow_ids))
-    return found
+    return await _each(workflow_ids, events, concurrency)
 
 
 def task_kinds(histories: Iterable[list[HistoryEvent]]) -> dict[str, float]:
@@ -209,21 +210,24 @@ def task_kinds(histories: Iterable[list[HistoryEvent]]) -> dict[str, float]:
     that ran past 80% of the task timeout), the read-only rounds, the idle ones that were not heartbeats, and those
     that waited out a sticky queue's timeout first; and the signals it was sent."""
     reads = frozenset({OBSERVE_REPLICA, OBSERVE_REPLICA_CACHED})
+    kinds: dict[str, Callable[[list[HistoryEvent]], int]] = {
+        "workflow_tasks": lambda events: _count(events, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
+        "heartbeat_tasks": heartbeat_tasks,
+        "read_only_tasks": lambda events: read_only_tasks(events, reads),
+        "idle_tasks_not_heartbeats": lambda events: idle_tasks(events) - heartbeat_tasks(events),
+        "after_sticky_timeout": lambda events: sum(1 for wait in task_waits(events) if wait.after_sticky_timeout),
+        "signals": lambda events: _count(events, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
+    }
     totals: Counter[str] = Counter()
     count = 0
     for events in histories:
         count += 1
-        beats = heartbeat_tasks(events)
-        totals.update({
-            "workflow_tasks": sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
-            "heartbeat_tasks": beats,
-            "read_only_tasks": read_only_tasks(events, reads),
-            "idle_tasks_not_heartbeats": idle_tasks(events) - beats,
-            "after_sticky_timeout": sum(1 for wait in task_waits(events) if wait.after_sticky_timeout),
-            "signals": sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
-        })
-    return {kind: round(totals[kind] / count, 2) for kind in ("workflow_tasks", "heartbeat_tasks", "read_only_tasks",
-            "idle_tasks_not_heartbeats", "after_sticky_timeout", "signals")} if count else {}
+        totals.update({kind: of(events) for kind, of in kinds.items()})
+    return {kind: round(totals[kind] / count, 2) for kind in kinds} if count else {}
+
+
+def _count(events: list[HistoryEvent], event_type: EventType.ValueType) -> int:
+    return sum(1 for e in events if e.event_type == event_type)
 
 
 def over_target(lengths: dict[str, int], histories: dict[str, list[HistoryEvent]], target: int) -> dict[str, Any]:

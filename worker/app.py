@@ -36,7 +36,6 @@ from activities.rollout import RolloutActivities
 from activities.scaling import StartupActivities
 from activities.watch_cache import WatchCache
 from worker import watermark
-from worker.clique_counts import CliqueCountWriter
 from worker.config import TemporalSettings, WorkerSettings
 from worker.doctor import StuckMonitor
 from worker.leader import LeaseElector
@@ -222,10 +221,10 @@ async def _start_cache(cache: WatchCache) -> None:
     await asyncio.to_thread(cache.start)
 
 
-async def _lead(watcher: Watcher, pcs_status: PcsStatusWriter, clique_counts: CliqueCountWriter,
-                deletions: StuckDeletionSweeper, client: Client, settings: WorkerSettings, elector: LeaseElector) -> None:
-    """What the leader of a scope does: watch, keep the PCSes' status figures, the PodCliques' pod counts and the
-    fleet gauges (one writer for the whole scope), and finish PodClique deletions the garbage collector left stuck. Taken from a dead worker of
+async def _lead(watcher: Watcher, pcs_status: PcsStatusWriter, deletions: StuckDeletionSweeper, client: Client,
+                settings: WorkerSettings, elector: LeaseElector) -> None:
+    """What the leader of a scope does: watch, keep the PCSes' status figures and the fleet gauges (one writer for
+    the whole scope), and finish PodClique deletions the garbage collector left stuck. Taken from a dead worker of
     this host, it first sends that worker's workflows back to the shared task queue (worker/stickiness.py)."""
     from worker.fleet import keep_fleet_gauges
     from worker.stickiness import release_dead_workers_workflows
@@ -233,8 +232,7 @@ async def _lead(watcher: Watcher, pcs_status: PcsStatusWriter, clique_counts: Cl
     namespace = settings.watch_namespace
     if elector.taken_from_dead:
         await release_dead_workers_workflows(client, settings.task_queue, settings.identity, elector.taken_from_dead)
-    await asyncio.gather(watcher.run(), pcs_status.run(), clique_counts.run(), deletions.run(),
-                         keep_fleet_gauges(client, namespace))
+    await asyncio.gather(watcher.run(), pcs_status.run(), deletions.run(), keep_fleet_gauges(client, namespace))
 
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event, *, client: Client | None = None) -> None:
@@ -339,7 +337,6 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                                                                              settings.lease_name)))
             # hears the cache before it starts: no event missed
             pcs_status = PcsStatusWriter(kube, watcher.cache, wake_rollouts=rollout_waker(client))
-            clique_counts = CliqueCountWriter(kube, watcher.cache)
             deletions = StuckDeletionSweeper(kube, watcher.cache)
             background.append(asyncio.create_task(watcher.follow()))  # warm before it leads: a fast hand-over
             elector = LeaseElector(kube, namespace=settings.lease_namespace, name=settings.lease_name,
@@ -348,7 +345,7 @@ async def _serve_task_queue(settings: WorkerSettings, stop: asyncio.Event, clien
                                    annotations=watcher.lease_annotations)
             leading = elector  # as typed here: the lambda below would see `elector` as possibly None
             background.append(asyncio.create_task(elector.run(
-                lambda: _lead(watcher, pcs_status, clique_counts, deletions, client, settings, leading), stop,
+                lambda: _lead(watcher, pcs_status, deletions, client, settings, leading), stop,
                 unfit=watcher.unfit)))
         elif cache is not None:
             background.append(asyncio.create_task(_start_cache(cache)))

@@ -169,14 +169,12 @@ class WorkerSettings(BaseModel):
         default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_COALESCE_MS", 5)))
     # How long a nudge for a change that only moves a replica's status (a pod Ready or Running, a scaled pod bound)
     # may wait to be sent with the changes after it (worker/watcher.py, "Status-only changes"). A change the workflow
-    # decides on (a pod losing readiness or a gate, deleted, a base pod bound, a Ready that ends a breach, a spec
-    # change) is sent at once and takes any held ones along, and so is the Ready that leaves every pod Ready. 30 s:
-    # the pod counts no longer wait for it (the leader writes them between rounds, worker/clique_counts.py), nor does
-    # the PCS's availableReplicas (counted from them); what does is the PodCliques' conditions and the PCSG's
-    # figures while pods come up, and the Temporal UI's view. At 5 s, 1,000 replicas of 17 pods coming up under
-    # load (pods bound and Ready over 16-28 s) took 1.06 status rounds per replica, up to three (docs/benchmarks.md).
+    # decides on (a pod losing readiness or a gate, deleted, a base pod bound, a spec change) is sent at once and
+    # takes any held ones along. 5 s: a 17-pod replica then comes up in two rounds after its first (history events
+    # per replica at 100 x 17: mean 20.4, max 25, against 24.1 / 31 at 1 s, docs/benchmarks.md); the cost is ready
+    # counts, and Available where minAvailable is below replicas, up to 5 s late.
     nudge_status_window: timedelta = Field(
-        default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", 30000)))
+        default_factory=lambda: timedelta(milliseconds=_whole_number("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", 5000)))
     # The workflow task timeout of the replica workflows this worker's reconciler starts (a running replica keeps
     # the one it was started with, across continue-as-new too). A local activity that outlasts 80% of it makes the
     # SDK heartbeat the task: three more history events each time. A new replica's first task materialises it (a

@@ -36,14 +36,15 @@ Status-only changes. Most watch events of a replica coming up or rolling only mo
 bound, Running, Ready. Each nudge is a signal in the replica's history, and most bring a workflow task: a 17-pod
 replica took about 20 signals from created to Available. A change that the workflow decides on (readiness lost, a
 gate or deletion, a pod that failed, the binding that leaves every released pod of a PodGang bound while pods wait
-on that gang, Ready while a pod waits for startup order or while a PodClique has pods of two templates) is nudged at
-once; one that only moves status waits up to the status window (`nudge_status_window`, worker/config.py) from the
-first such change of its replica, and goes with the next nudge to that workflow, whichever comes first. Taking a
-change for status-only by mistake delays it by the window and nothing else. The change that leaves every pod of a
-replica Ready goes at once, with what was held: the replica is up, and its Available waits on it. A gang's binding
-goes at once only until a nudge sent at once has told the workflow of that gang bound: kube-scheduler binds the first
-pods the round releases on it while the round still removes the other gates, and that binding, which again leaves
-every released pod of the gang bound with pods gated, is only status.
+on that gang, Ready while a pod waits for startup order or while a PodClique has pods of two templates, a Ready that
+brings a PodClique that had been available back to its minAvailable) is nudged at once; one that only moves status
+waits up to the status window (`nudge_status_window`, worker/config.py) from the first such change of its replica,
+and goes with the next nudge to that workflow, whichever comes first. Taking a change for status-only by mistake
+delays it by the window and nothing else. The change that leaves every pod of a replica Ready goes at once, with
+what was held: the replica is up, and its Available waits on it. A gang's binding goes at once only until a nudge
+sent at once has told the workflow of that gang bound: kube-scheduler binds the first pods the round releases on it
+while the round still removes the other gates, and that binding, which again leaves every released pod of the gang
+bound with pods gated, is only status.
 
 The Ready that brings a PodClique to its minAvailable may wait too, yet the workflow acts on it: the first time sets
 the PodClique's was-available bit, without which a later loss is no breach. So every watcher remembers, per replica,

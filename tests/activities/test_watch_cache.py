@@ -220,6 +220,36 @@ def test_the_status_mirror_writes_from_the_watch_cache_with_one_request_and_keep
         cache.stop()
 
 
+def test_the_status_mirror_sends_only_the_fields_it_sets_never_another_writer_s_from_an_older_copy(
+        kube: ApiClient, crds: list[str], namespace: str) -> None:
+    """A status field this mirror does not set, written by someone else after the cache's copy was taken, is left as
+    written: the patch carries the mirror's own fields, not the whole status as the older copy had it."""
+    from activities.status import mirror
+    from workflows.messages import ConditionMirror, MirrorRequest, ObjectStatusMirror
+
+    client = Kube(kube)
+    _, _, ref, pclq = _replica_with_clique(client, namespace)
+    client.patch(PODCLIQUES, namespace, "wc-0-a", {"status": {"readyReplicas": 1, "replicas": 1}},
+                 subresource="status")
+    cache = WatchCache(client, namespace).start()
+    try:
+        _until(lambda: ((cache.get(PODCLIQUES.kind, namespace, "wc-0-a") if cache.synced else None) or {})
+               .get("status", {}).get("readyReplicas") == 1, "the cache to hold the PodClique's counts")
+    finally:
+        cache.stop()  # the cached copy stays at readyReplicas 1
+    client.patch(PODCLIQUES, namespace, "wc-0-a", {"status": {"readyReplicas": 3, "replicas": 3}},
+                 subresource="status")
+    condition = ConditionMirror(type="PodCliqueScheduled", status="True", reason="Enough", message="ok")
+    item = ObjectStatusMirror(kind=names.KIND_PODCLIQUE, name="wc-0-a", uid=pclq["metadata"]["uid"],
+                              fields={"scheduledReplicas": 3}, conditions=(condition,))
+    assert mirror(client, MirrorRequest(ref=ref, objects=(item,)), cache) == ["wc-0-a"]
+    written = client.get(PODCLIQUES, namespace, "wc-0-a")
+    assert written is not None
+    status = written["status"]
+    assert (status["readyReplicas"], status["replicas"], status["scheduledReplicas"]) == (3, 3, 3), status
+    assert [c["type"] for c in status["conditions"]] == ["PodCliqueScheduled"]
+
+
 def test_a_write_of_this_process_is_read_back_until_the_watch_delivers_it_or_something_newer() -> None:
     """WatchCache.wrote: the answer to our own write replaces the older version the store holds (a round reads the
     gates its previous round removed as removed), an older watch event never puts the old one back, a newer one

@@ -58,7 +58,7 @@ def test_the_nudge_window_stays_at_five_milliseconds_unless_told(monkeypatch: py
 
 def test_status_only_nudges_wait_a_quarter_second_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", raising=False)
-    assert WorkerSettings().nudge_status_window.total_seconds() == 30.0
+    assert WorkerSettings().nudge_status_window.total_seconds() == 5.0
     monkeypatch.setenv("GROVE_TEMPORAL_NUDGE_STATUS_WINDOW_MS", "0")
     assert WorkerSettings().nudge_status_window.total_seconds() == 0
 
