@@ -81,11 +81,11 @@ def mirror(kube: Kube, request: MirrorRequest, cache: WatchCache | None = None,
             current = kube.get(resource, ref.namespace, item.name)
         if current is None or (item.uid and uid_of(current) != item.uid):
             return False  # gone or recreated since the decision: the next evaluation mirrors the new one
-        status = desired_status(current, item, now)
-        status.update(_selector(ref.pcs, item))
+        selector = _selector(ref.pcs, item)
+        status = {**desired_status(current, item, now), **selector}
         # Only the fields this mirror sets: a field another writer keeps is never sent back as this possibly older
         # copy has it.
-        owned = {*item.fields, *item.texts, "conditions", *_selector(ref.pcs, item)}
+        owned = {*item.fields, *item.texts, "conditions", *selector}
         patch = {key: value for key, value in status.items() if key in owned}
         had = current.get("status") or {}
         if not cached and all(had.get(key) == value for key, value in patch.items()):

@@ -614,8 +614,7 @@ class Watcher:
         min_available, uid = self._clique_spec(key[0], facts.clique)
         if not facts.ready or min_available is None or not uid or reached_before != uid:
             return False
-        ready = sum(1 for pod in siblings.values() if pod.clique == facts.clique and pod.ready and not pod.terminating)
-        return ready == min_available
+        return _ready_in(pod for pod in siblings.values() if pod.clique == facts.clique) == min_available
 
     def _tell_gang(self, replica: ReplicaLabels, facts: _PodFacts, siblings: dict[ObjectKey, _PodFacts]) -> None:
         """A nudge goes at once while every released pod of this pod's gang is bound: its round sees the gang
@@ -636,7 +635,7 @@ class Watcher:
         members = [pod for pod in pods.values() if pod.clique == facts.clique]
         if any(pod.template != facts.template for pod in members):
             return
-        if sum(1 for pod in members if pod.ready and not pod.terminating) >= min_available:
+        if _ready_in(members) >= min_available:
             assert facts.clique is not None
             self._replica_reached.setdefault(replica, {})[facts.clique] = uid
 
@@ -884,6 +883,11 @@ def _gang_scheduled(facts: _PodFacts, siblings: dict[ObjectKey, _PodFacts]) -> t
     if not (all(pod.bound for pod in gang if not pod.gated) and any(pod.gated for pod in waiting_on_it)):
         return None
     return ("" if facts.base else facts.gang or ""), frozenset(pod.uid for pod in gang if pod.bound)
+
+
+def _ready_in(pods: Iterable[_PodFacts]) -> int:
+    """The Ready pods not being deleted: what counts towards a PodClique's minAvailable."""
+    return sum(1 for pod in pods if pod.ready and not pod.terminating)
 
 
 def _all_ready(siblings: dict[ObjectKey, _PodFacts]) -> bool:
